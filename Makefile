@@ -20,8 +20,9 @@ STAMP := $(VENV)/.installed
 
 install: $(STAMP)
 
-# Re-run only when the package's requirements can have changed.
-$(STAMP): setup.py settings.ini
+# Re-run only when the package's requirements can have changed, or when flashspec/ first
+# appears (an editable install made before it existed does not map the package).
+$(STAMP): setup.py settings.ini $(wildcard flashspec/__init__.py)
 	test -x $(PY) || python3 -m venv $(VENV)
 	@# torch first, pinned: pip takes this CPU wheel from local disk. Left to the `torch>=2.4`
 	@# range in settings.ini with no torch installed, pip would fetch a multi-GB CUDA build.
