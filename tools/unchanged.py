@@ -29,10 +29,11 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument('dir', type=Path)
     p.add_argument('--hint', default='', help='what to do when something changed')
-    p.add_argument('cmd', nargs=argparse.REMAINDER)
-    a = p.parse_args()
-    cmd = a.cmd[1:] if a.cmd[:1] == ['--'] else a.cmd
-    if not cmd: p.error('no command given')
+    argv = sys.argv[1:]
+    if '--' not in argv: p.error('no command given: put it after `--`')
+    i = argv.index('--')
+    a, cmd = p.parse_args(argv[:i]), argv[i+1:]
+    if not cmd: p.error('no command given: put it after `--`')
     a.dir.mkdir(parents=True, exist_ok=True)
     before = snapshot(a.dir)
     rc = subprocess.call(cmd)
