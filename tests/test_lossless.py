@@ -99,17 +99,21 @@ def _two_token_chi2(target, drafter_fn, sampling, n, seed):
     for i in range(n):
         out, _ = generate(target, drafter_fn(), prompt, 2, sampling=sampling, seed=seed * 100_000 + i, eos_token_id=-1)
         counts[out[0] * V + out[1]] += 1
+    impossible = exp == 0  # filtered out by top-k / top-p: must never be emitted
+    assert counts[impossible].sum() == 0, "emitted a token the target's distribution excludes"
     keep = exp * n >= 5  # chi-square needs expected counts >= 5: pool the rare cells
-    obs = torch.cat([counts[keep], counts[~keep].sum()[None]]).tolist()
-    e = torch.cat([exp[keep], exp[~keep].sum()[None]]) * n
-    return chisquare(obs, (e * n / e.sum()).tolist()).pvalue
+    rare = ~keep & ~impossible
+    obs = torch.cat([counts[keep], counts[rare].sum()[None]]) if rare.any() else counts[keep]
+    e = torch.cat([exp[keep], exp[rare].sum()[None]]) if rare.any() else exp[keep]
+    return chisquare(obs.tolist(), (e * n / e.sum()).tolist()).pvalue
 
 
-@pytest.mark.parametrize("kind", ["model tree", "random q, 3 siblings", "prompt lookup"])
+@pytest.mark.parametrize("kind", ["model tree", "model tree wider than top-k", "random q, 3 siblings", "prompt lookup"])
 def test_sampling_matches_target_distribution(kind):
     target = tiny_llama(n_layers=2, vocab_size=6, hidden=32, seed=5, tie=False)  # spread-out p: a real test
-    s = Sampling(temperature=1.0)
+    s = Sampling(temperature=1.0, top_k=3 if "top-k" in kind else 0)
     fns = {"model tree": lambda: ModelDrafter(slice_draft(target, 1), TreeConfig(2, 2)),
+           "model tree wider than top-k": lambda: ModelDrafter(slice_draft(target, 1), TreeConfig(2, 4)),
            "random q, 3 siblings": lambda: NoisyDrafter(6, TreeConfig(2, 3)),
            "prompt lookup": lambda: PromptLookupDrafter(3)}
     pv = _two_token_chi2(target, fns[kind], s, n=1200, seed=1)
