@@ -472,7 +472,7 @@ def cmd_distill(args):
 def add_cli(subparsers):
     "Register `distill-data` and `distill` on an argparse subparsers object."
     p = subparsers.add_parser("distill-data", help="the target answers a prompt pool: sequence-level KD data")
-    _data_args(p); p.set_defaults(func=cmd_distill_data)
+    _data_args(p); p.set_defaults(fn=cmd_distill_data)
     p = subparsers.add_parser("distill", help="train a draft on the target's answers (makes the data if needed)")
     _data_args(p)
     p.add_argument("--data", nargs="+", help="folders from distill-data (OUT/answers, OUT/text); default: make them in OUT")
@@ -488,7 +488,7 @@ def add_cli(subparsers):
     p.add_argument("--ckpt-every", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--mixed-precision", default="bf16", choices=["no", "bf16"])
-    p.set_defaults(func=cmd_distill)
+    p.set_defaults(fn=cmd_distill)
 
 # %% ../nbs/02_distill.ipynb #6ac5ce66
 @torch.no_grad()
