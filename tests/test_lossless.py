@@ -9,7 +9,7 @@ from flashspec.models import tiny_llama
 from flashspec.draft import slice_draft
 from flashspec.tree import TreeConfig, compile_tree
 from flashspec.verify import Sampling, probs
-from flashspec.decode import generate, Drafter, Draft, ModelDrafter, PromptLookupDrafter
+from flashspec.decode import generate, Drafter, Draft, ModelDrafter, PromptLookupDrafter, MergedDrafter, merge_drafts
 
 
 def hf_greedy(target, prompt, n):
@@ -54,7 +54,33 @@ def test_greedy_lossless_any_tree(raw, plen, seed):
     paths = closed_paths(raw)
     prompt = torch.randint(2, 128, (plen,), generator=torch.Generator().manual_seed(seed)).tolist()
     out, _ = generate(_target, ModelDrafter(_draft, TreeConfig(paths=paths)), prompt, 20, eos_token_id=-1)
-    assert out == hf_greedy(_target, prompt, 20)
+    ref = hf_greedy(_target, prompt, 20)
+    assert out == ref
+    # the same tree with prompt-lookup chains merged in, and drafting from a vocabulary subset
+    sub = torch.randperm(128, generator=torch.Generator().manual_seed(seed))[:40]
+    merged = MergedDrafter(ModelDrafter(_draft, TreeConfig(paths=paths), vocab=sub), PromptLookupDrafter(3, min_ngram=1))
+    assert generate(_target, merged, prompt, 20, eos_token_id=-1)[0] == ref
+
+
+def token_paths(d):
+    return {tuple(int(d.tokens[j]) for j in d.tree.path_to(i)) for i in range(d.tree.n_nodes)}
+
+
+@settings(max_examples=40, deadline=None)
+@given(ra=paths_strategy, rb=paths_strategy, seed=st.integers(0, 10_000))
+def test_merge_is_the_union_of_token_paths(ra, rb, seed):
+    "Merging two token trees keeps every root-to-node token sequence of both, once, and adds none."
+    g = torch.Generator().manual_seed(seed)
+    def rand_draft(raw):
+        t = compile_tree(closed_paths(raw))
+        toks = torch.randint(0, 4, (t.n_nodes,), generator=g); toks[0] = 7
+        for u in range(t.n_nodes):  # siblings distinct, as a drafter proposes them
+            for j, c in enumerate(t.children[u]): toks[c] = j + 4 * int(torch.randint(0, 2, (1,), generator=g))
+        return Draft(t, toks)
+    a, b = rand_draft(ra), rand_draft(rb)
+    m = merge_drafts(a, b)
+    assert token_paths(m) == token_paths(a) | token_paths(b)
+    assert m.tree.n_nodes == len(token_paths(m))  # no token path twice
 
 
 @settings(max_examples=30, deadline=None)
@@ -108,12 +134,15 @@ def _two_token_chi2(target, drafter_fn, sampling, n, seed):
     return chisquare(obs.tolist(), (e * n / e.sum()).tolist()).pvalue
 
 
-@pytest.mark.parametrize("kind", ["model tree", "model tree wider than top-k", "random q, 3 siblings", "prompt lookup"])
+@pytest.mark.parametrize("kind", ["model tree", "model tree wider than top-k", "model tree, vocabulary subset",
+                                  "random q, 3 siblings", "prompt lookup"])
 def test_sampling_matches_target_distribution(kind):
     target = tiny_llama(n_layers=2, vocab_size=6, hidden=32, seed=5, tie=False)  # spread-out p: a real test
     s = Sampling(temperature=1.0, top_k=3 if "top-k" in kind else 0)
     fns = {"model tree": lambda: ModelDrafter(slice_draft(target, 1), TreeConfig(2, 2)),
            "model tree wider than top-k": lambda: ModelDrafter(slice_draft(target, 1), TreeConfig(2, 4)),
+           # the draft proposes from tokens {0, 2, 4} only: p's mass on 1, 3, 5 must come from the residual
+           "model tree, vocabulary subset": lambda: ModelDrafter(slice_draft(target, 1), TreeConfig(2, 2), vocab=[0, 2, 4]),
            "random q, 3 siblings": lambda: NoisyDrafter(6, TreeConfig(2, 3)),
            "prompt lookup": lambda: PromptLookupDrafter(3)}
     pv = _two_token_chi2(target, fns[kind], s, n=1200, seed=1)
