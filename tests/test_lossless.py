@@ -58,7 +58,8 @@ def test_greedy_lossless_any_tree(raw, plen, seed):
     assert out == ref
     # the same tree with prompt-lookup chains merged in, and drafting from a vocabulary subset
     sub = torch.randperm(128, generator=torch.Generator().manual_seed(seed))[:40]
-    merged = MergedDrafter(ModelDrafter(_draft, TreeConfig(paths=paths), vocab=sub), PromptLookupDrafter(3, min_ngram=1))
+    merged = MergedDrafter(ModelDrafter(_draft, TreeConfig(paths=paths), vocab=sub, min_prob=0.01 * (seed % 3)),
+                           PromptLookupDrafter(3, min_ngram=1))
     assert generate(_target, merged, prompt, 20, eos_token_id=-1)[0] == ref
 
 
@@ -135,7 +136,7 @@ def _two_token_chi2(target, drafter_fn, sampling, n, seed):
 
 
 @pytest.mark.parametrize("kind", ["model tree", "model tree wider than top-k", "model tree, vocabulary subset",
-                                  "random q, 3 siblings", "prompt lookup"])
+                                  "adaptive model tree", "random q, 3 siblings", "prompt lookup"])
 def test_sampling_matches_target_distribution(kind):
     target = tiny_llama(n_layers=2, vocab_size=6, hidden=32, seed=5, tie=False)  # spread-out p: a real test
     s = Sampling(temperature=1.0, top_k=3 if "top-k" in kind else 0)
@@ -143,6 +144,8 @@ def test_sampling_matches_target_distribution(kind):
            "model tree wider than top-k": lambda: ModelDrafter(slice_draft(target, 1), TreeConfig(2, 4)),
            # the draft proposes from tokens {0, 2, 4} only: p's mass on 1, 3, 5 must come from the residual
            "model tree, vocabulary subset": lambda: ModelDrafter(slice_draft(target, 1), TreeConfig(2, 2), vocab=[0, 2, 4]),
+           # children only where the draft's top probability is >= 0.4: some nodes expanded, some not
+           "adaptive model tree": lambda: ModelDrafter(slice_draft(target, 1), TreeConfig(2, 2), min_prob=0.4),
            "random q, 3 siblings": lambda: NoisyDrafter(6, TreeConfig(2, 3)),
            "prompt lookup": lambda: PromptLookupDrafter(3)}
     pv = _two_token_chi2(target, fns[kind], s, n=1200, seed=1)
