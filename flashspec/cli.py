@@ -19,7 +19,7 @@ from .quant import QUANT_METHODS, quantize_target
 # %% auto #0
 __all__ = ['hardware', 'cmd_generate', 'cmd_demo', 'parser', 'main']
 
-# %% ../nbs/09_cli.ipynb #c14d31f6
+# %% ../nbs/09_cli.ipynb #ede76b84
 def _model_args(p):
     p.add_argument("--target", help="local HF checkpoint of the target (default: embedded SmolLM2-135M-Instruct)")
     p.add_argument("--draft", help="local HF checkpoint of a draft sharing the target's vocabulary")
@@ -31,15 +31,18 @@ def _model_args(p):
     p.add_argument("--min-prob", type=float, default=0.0,
                    help="adaptive tree: draft a token only where the draft gives it at least this probability (0 = fixed tree)")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--device", default="cpu", help="where the target and draft run: cpu, cuda, cuda:1, ...")
     p.add_argument("--quantize", choices=list(QUANT_METHODS), help="quantize the target's decoder layers to INT8 "
                    "(after the draft is made: the draft stays in --dtype); see the quant notebook")
     p.add_argument("--max-new-tokens", type=int, default=128)
 
 def _load(args):
     "Target, tokenizer and drafter from the options; `args.draft_name` says which draft was chosen."
-    target, tok = load_target(args.target, dtype=args.dtype)
+    dev = getattr(args, "device", "cpu")
+    if str(dev).startswith("cuda") and not torch.cuda.is_available(): raise ValueError(f"--device {dev}: no CUDA device here.")
+    target, tok = load_target(args.target, dtype=args.dtype, device=dev)
     if args.lookup: draft, args.draft_name = PromptLookupDrafter(depth=args.depth), "prompt lookup"
-    elif args.draft: draft, args.draft_name = load_target(args.draft, dtype=args.dtype)[0], args.draft
+    elif args.draft: draft, args.draft_name = load_target(args.draft, dtype=args.dtype, device=dev)[0], args.draft
     elif args.draft_layers: draft, args.draft_name = slice_draft(target, args.draft_layers), f"first {args.draft_layers} target layers, untrained"
     else:
         try:
@@ -54,8 +57,10 @@ def _load(args):
     if getattr(args, "quantize", None): quantize_target(target, args.quantize)  # in place; the draft is a copy
     return target, tok, draft
 
-def hardware() -> str:
-    "A one-line description of where a measurement ran."
+def hardware(device=None) -> str:
+    "A one-line description of where a measurement ran (the GPU's name for a CUDA `device`)."
+    if device is not None and torch.device(device).type == "cuda":
+        return f"{torch.cuda.get_device_name(torch.device(device))}, torch {torch.__version__}, CUDA {torch.version.cuda}"
     cpu = platform.processor() or platform.machine()
     try:
         for line in open("/proc/cpuinfo"):
@@ -84,14 +89,14 @@ def cmd_generate(args):
           f"forward, acceptance {acc}]", file=sys.stderr)
     return 0
 
-# %% ../nbs/09_cli.ipynb #290ba5d6
+# %% ../nbs/09_cli.ipynb #fbae5bf6
 def cmd_demo(args):
     target, tok, draft = _load(args)
     prompts = [dict(q, turns=q["turns"][:1]) for q in read_prompts(args.prompts, limit=args.n)]
     name = args.target or "SmolLM2-135M-Instruct (embedded)"
     label = (f"flashspec demo, {datetime.date.today()}: target {name}, {args.dtype}{', ' + args.quantize if args.quantize else ''}; draft: {args.draft_name}; tree depth "
              f"{args.depth} x width {args.width}{f', adaptive (min_prob {args.min_prob:g})' if args.min_prob else ''}; {len(prompts)} Spec-Bench prompts, greedy, max {args.max_new_tokens} "
-             f"new tokens; {hardware()}")
+             f"new tokens; {hardware(args.device)}")
     print(label)
     methods = ["hf", "ar", "flashspec"] + ([] if args.lookup else ["flashspec-lookup", "flashspec-merged"])
     res = bench(target, tok, draft, prompts, methods, args.max_new_tokens, tree=TreeConfig(args.depth, args.width),

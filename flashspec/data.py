@@ -10,7 +10,7 @@ from pathlib import Path
 # %% auto #0
 __all__ = ['SPECBENCH', 'DISTILL', 'data_dir', 'read_prompts']
 
-# %% ../nbs/00a_data.ipynb #a24efb60
+# %% ../nbs/00a_data.ipynb #af8cc4c2
 SPECBENCH = "specbench/question.jsonl"
 DISTILL = "distill/prompts.jsonl"
 
@@ -26,7 +26,7 @@ def data_dir() -> Path:
 
 def read_prompts(path:str|Path|None=None, # a JSONL file; None = Spec-Bench from `data_dir()`
                  categories:list|None=None, # keep only these categories
-                 limit:int|None=None, # at most this many, spread evenly over the file's categories
+                 limit:int|None=None, # at most this many, spread evenly over the file's categories (round-robin order)
                 ) -> list[dict]:
     "Read a Spec-Bench-format prompt file (`turns`, optional `question_id`, `category`), validated."
     path = Path(path) if path is not None else data_dir()/SPECBENCH
@@ -47,13 +47,14 @@ def read_prompts(path:str|Path|None=None, # a JSONL file; None = Spec-Bench from
         bad = set(categories) - known
         if bad: raise ValueError(f"Unknown categories {sorted(bad)}; the file has {sorted(known)}.")
         rows = [r for r in rows if r["category"] in categories]
-    if limit is not None and limit < len(rows):  # round-robin over categories, in file order
+    if limit is not None:  # round-robin over categories, in file order: even a limit >= the file's size reorders,
+        # so that a long run stopped early (or read while it runs) is a fair sample of every category
         by = {}
         for r in rows: by.setdefault(r["category"], []).append(r)
-        out, k = [], 0
-        while len(out) < limit:
+        out, k, n = [], 0, min(limit, len(rows))
+        while len(out) < n:
             for rs in by.values():
-                if k < len(rs) and len(out) < limit: out.append(rs[k])
+                if k < len(rs) and len(out) < n: out.append(rs[k])
             k += 1
         rows = out
     return rows
