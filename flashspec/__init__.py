@@ -1,1 +1,20 @@
+"""flashspec: lossless tree speculative decoding for Hugging Face causal LMs, with a draft cut from the target.
+
+The main API, importable from the top of the package (written by hand; the modules are exported from `nbs/`):
+`load_target`, `slice_draft`, `load_distilled_draft`, `generate`, `TreeConfig`, `Sampling`, the drafters,
+`quantize_target` and `bench`.
+"""
 __version__ = "0.1.0"
+
+from .models import load_target, encode_chat, hardware
+from .draft import slice_draft, check_compatible
+from .tree import TreeConfig
+from .verify import Sampling
+from .decode import generate, Draft, Drafter, ModelDrafter, PromptLookupDrafter, MergedDrafter, DecodeStats
+from .distill import load_distilled_draft
+from .quant import quantize_target, QUANT_METHODS
+from .bench import bench
+
+__all__ = ["load_target", "encode_chat", "hardware", "slice_draft", "check_compatible", "TreeConfig", "Sampling",
+           "generate", "Draft", "Drafter", "ModelDrafter", "PromptLookupDrafter", "MergedDrafter", "DecodeStats",
+           "load_distilled_draft", "quantize_target", "QUANT_METHODS", "bench"]

@@ -9,7 +9,9 @@ from collections import Counter
 from pathlib import Path
 import torch
 import transformers
-from .models import encode_chat, atomic_write
+from .models import encode_chat, atomic_write, hardware
+from .data import read_prompts
+from .load import load_models
 from .tree import TreeConfig
 from .verify import Sampling
 from .decode import generate, Drafter, ModelDrafter, MergedDrafter, PromptLookupDrafter, DecodeStats
@@ -242,9 +244,8 @@ def add_cli(sub):
     return b
 
 def cmd_bench(args):
-    from flashspec.cli import _load, hardware
-    from flashspec.data import read_prompts
-    target, tok, draft = _load(args)
+    "`flashspec bench`: run the benchmark from parsed options, write the results JSON and print the tables."
+    target, tok, draft = load_models(args)
     prompts = read_prompts(args.prompts, categories=args.categories, limit=args.limit)
     s = Sampling(args.temperature, args.top_k, args.top_p)
     meta = dict(hardware=hardware(args.device), dtype=args.dtype, model=args.target or "SmolLM2-135M-Instruct (embedded)",

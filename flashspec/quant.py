@@ -4,24 +4,37 @@
 
 # %% ../nbs/06_quant.ipynb #65440777
 from __future__ import annotations
-import contextlib, io, logging, warnings
+import io, warnings
+from functools import lru_cache
 import torch
 from torch import nn
-from .models import check_supported
+from .models import check_supported, quiet_imports
 from .draft import _decoder
+from .kvcache import StaticKVCache, prefill, append
+from transformers import AttentionInterface
+from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 # %% auto #0
-__all__ = ['QUANT_METHODS', 'Int8Linear', 'quant_method', 'quantize_target', 'weight_bytes']
+__all__ = ['QUANT_METHODS', 'ACTIVATION_QUANT', 'int8_product_saturates', 'Int8Linear', 'batch_invariant_attention', 'batch_gap',
+           'quant_method', 'quantize_target', 'weight_bytes']
 
 # %% ../nbs/06_quant.ipynb #062b9154
+@lru_cache(maxsize=None)
+def int8_product_saturates() -> bool:
+    "Whether `torch._int_mm` on this CPU loses exactness at full int8 range (oneDNN without VNNI sums u8 x s8 pairs in int16)."
+    a = torch.full((8, 64), 127, dtype=torch.int8)  # the worst case: every pair is 127 * 127 (255 * 127 after oneDNN's u8 shift)
+    return int(torch._int_mm(a, a.t())[0, 0]) != 127 * 127 * 64
+
 class Int8Linear(nn.Module):
     "`y = x Wᵀ + b` with `W` stored in int8 per output channel and `x` quantized to int8 per token on the fly."
     def __init__(self, linear:nn.Linear):
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
+        # 7-bit weights where the int8 product would saturate: |x_q * w_q| pairs then stay within int16 (255 * 63 * 2)
+        self.qmax = 63 if int8_product_saturates() else 127
         w = linear.weight.detach().float()                       # (N, K)
-        s = w.abs().amax(1).clamp_min(1e-12) / 127               # (N,) one scale per output channel
-        self.register_buffer("qweight", torch.round(w / s[:, None]).to(torch.int8))  # (N, K) in [-127, 127]
+        s = w.abs().amax(1).clamp_min(1e-12) / self.qmax         # (N,) one scale per output channel
+        self.register_buffer("qweight", torch.round(w / s[:, None]).to(torch.int8))  # (N, K) in [-qmax, qmax]
         self.register_buffer("wscale", s)                        # (N,) float32
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
 
@@ -34,7 +47,7 @@ class Int8Linear(nn.Module):
         if self.bias is not None: y = y + self.bias
         return y.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
 
-    def extra_repr(self): return f"in_features={self.in_features}, out_features={self.out_features}, int8"
+    def extra_repr(self): return f"in_features={self.in_features}, out_features={self.out_features}, int8 (weights ±{self.qmax})"
 
 # %% ../nbs/06_quant.ipynb #3799a12b
 QUANT_METHODS = {  # method -> device types it runs on
@@ -44,18 +57,9 @@ QUANT_METHODS = {  # method -> device types it runs on
     "torchao-int8-weight": ("cpu", "cuda"),
     "bnb-int8": ("cpu", "cuda"),
 }
-
-@contextlib.contextmanager
-def _quiet():
-    "Import-time chatter of torchao / bitsandbytes (their CUDA-only kernels failing to load on CPU) and torch.ao's deprecation."
-    names = ("torchao", "bitsandbytes", "torch.utils._pytree")
-    old = [logging.getLogger(n).level for n in names]
-    for n in names: logging.getLogger(n).setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore"); yield
-    finally:
-        for n, lv in zip(names, old): logging.getLogger(n).setLevel(lv)
+# methods that round activations per token: float noise between a one-token and a many-token forward becomes
+# whole rounding steps there, so their target runs the batch-invariant attention below
+ACTIVATION_QUANT = ("int8-rowwise", "torchao-int8-dynamic", "bnb-int8")
 
 def _swap_linears(layers:nn.Module, make) -> None:
     "Replace every `nn.Linear` below `layers` by `make(linear)`."
@@ -71,6 +75,41 @@ def _bnb_linear(linear:nn.Linear, threshold:float=6.0):
     if linear.bias is not None: q.bias = nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
     return q.to(linear.weight.device)  # Int8Params quantizes (LLM.int8 row-wise absmax) when moved to a device
 
+# %% ../nbs/06_quant.ipynb #cb266f1d
+def batch_invariant_attention(module, # the attention layer (Hugging Face's attention-function interface)
+                              query:torch.Tensor, # (B, H, T, D)
+                              key:torch.Tensor, value:torch.Tensor, # (B, H_kv, S, D): e.g. the whole static cache
+                              attention_mask:torch.Tensor|None, # (B, 1, T, S) additive
+                              scaling:float, dropout:float=0.0, **kwargs):
+    "Attention summed in float64 and rounded once: a token's output does not depend on the forward's shape or layout."
+    if attention_mask is not None:  # only the slots some query may see: (B, 1, T, S) -> (B, 1, T, S')
+        seen = (attention_mask[:, 0] > torch.finfo(attention_mask.dtype).min / 2).flatten(0, 1).any(0)  # (S,)
+        used = int(seen.nonzero().max()) + 1 if seen.any() else key.shape[2]
+        key, value, attention_mask = key[:, :, :used], value[:, :, :used], attention_mask[..., :used]
+    g = query.shape[1] // key.shape[1]                                        # query heads per KV head
+    k, v = key.repeat_interleave(g, 1).double(), value.repeat_interleave(g, 1).double()  # (B, H, S', D)
+    s = torch.matmul(query.double(), k.transpose(2, 3)) * scaling            # (B, H, T, S')
+    if attention_mask is not None: s = s + attention_mask                    # masked: exp(-3e38) = 0 exactly
+    out = torch.matmul(s.softmax(-1), v)                                     # (B, H, T, D) float64
+    return out.to(query.dtype).transpose(1, 2).contiguous(), None            # (B, T, H, D), no weights
+
+# a registered name is all a model needs: `model.set_attn_implementation("batch_invariant")` (masks as for eager)
+AttentionInterface.register("batch_invariant", batch_invariant_attention)
+AttentionMaskInterface.register("batch_invariant", eager_mask)
+
+# %% ../nbs/06_quant.ipynb #485196fb
+@torch.no_grad()
+def batch_gap(model, # a causal LM flashspec supports
+              n_prompt:int=12, n:int=8, seed:int=0) -> float:
+    "max |logits(n tokens in one forward) - logits(the same tokens one at a time)| after a random prompt."
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, model.config.vocab_size, (n_prompt + n,), generator=g)
+    c1 = StaticKVCache(model, n_prompt + n); prefill(model, c1, [ids[:n_prompt].tolist()])
+    a = append(model, c1, ids[None, n_prompt:]).float()                                           # (1, n, V)
+    c2 = StaticKVCache(model, n_prompt + n); prefill(model, c2, [ids[:n_prompt].tolist()])
+    b = torch.cat([append(model, c2, ids[None, i:i + 1]) for i in range(n_prompt, n_prompt + n)], 1).float()
+    return (a - b).abs().max().item()
+
 # %% ../nbs/06_quant.ipynb #c97858df
 def quant_method(model) -> str|None:
     "The method `quantize_target` applied to `model`, or None."
@@ -78,6 +117,7 @@ def quant_method(model) -> str|None:
 
 def quantize_target(model, # a causal LM flashspec supports; modified in place
                     method:str="int8-rowwise", # one of `QUANT_METHODS`
+                    check:bool=True, # measure batch invariance (`batch_gap`) before and after, warn if lost
                    ):
     "Quantize the decoder layers' linear weights of `model` to INT8 **in place** and return it; embeddings, norms, head keep their dtype."
     check_supported(model)
@@ -92,8 +132,9 @@ def quantize_target(model, # a causal LM flashspec supports; modified in place
     if method == "fbgemm-int8-dynamic" and w.dtype != torch.float32:
         raise ValueError(f"fbgemm-int8-dynamic needs a float32 model, this one is {w.dtype}; "
                          "use int8-rowwise or a torchao method.")
+    floor = batch_gap(model) if check else None  # the float model's own noise
     layers = _decoder(model).layers
-    with _quiet():
+    with quiet_imports():
         if method == "int8-rowwise": _swap_linears(layers, Int8Linear)
         elif method == "bnb-int8": _swap_linears(layers, _bnb_linear)
         elif method == "fbgemm-int8-dynamic":
@@ -102,11 +143,22 @@ def quantize_target(model, # a causal LM flashspec supports; modified in place
             from torchao.quantization import quantize_, Int8DynamicActivationInt8WeightConfig, Int8WeightOnlyConfig
             cfg = Int8DynamicActivationInt8WeightConfig() if method == "torchao-int8-dynamic" else Int8WeightOnlyConfig()
             quantize_(layers, cfg)
+    if method in ACTIVATION_QUANT: model.set_attn_implementation("batch_invariant")
     model.flashspec_quant = method
+    model.flashspec_batch_gap = None if floor is None else dict(float=floor, quantized=batch_gap(model))
+    model.flashspec_batch_invariant = None  # not checked
+    if check:  # invariant: no more than float noise (10x the float model's own gap, at least 1e-3)
+        gap = model.flashspec_batch_gap["quantized"]
+        model.flashspec_batch_invariant = gap <= max(1e-3, 10 * floor)
+        if not model.flashspec_batch_invariant:
+            warnings.warn(f"{method} is not batch-invariant on this machine: a token's logits move by up to {gap:.3g} "
+                          f"when it is forwarded together with others (the float model: {floor:.2g}). Speculative "
+                          "decoding's greedy output may differ from this quantized target's own one-token-at-a-time "
+                          "output; the quant notebook explains why.", stacklevel=2)
     return model
 
 def weight_bytes(model) -> int:
     "Size of the model's state dict as `torch.save` writes it (tied tensors once): its weight memory, any format."
     buf = io.BytesIO()
-    with _quiet(): torch.save(model.state_dict(), buf)
+    with quiet_imports(): torch.save(model.state_dict(), buf)
     return buf.tell()
