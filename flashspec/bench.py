@@ -21,7 +21,7 @@ from .kvcache import StaticKVCache
 __all__ = ['METHODS', 'run_method', 'bench', 'summarize', 'table', 'category_table', 'plot', 'add_cli', 'cmd_bench']
 
 # %% ../nbs/08_bench.ipynb #ebae1835
-METHODS = ("hf", "hf-assisted", "hf-lookup", "ar", "flashspec", "flashspec-lookup", "flashspec-merged")
+METHODS = ("hf", "hf-static", "hf-assisted", "hf-lookup", "ar", "flashspec", "flashspec-lookup", "flashspec-merged")
 
 def _hf_kwargs(sampling:Sampling, max_new_tokens, target):
     kw = dict(max_new_tokens=max_new_tokens, pad_token_id=target.generation_config.eos_token_id)
@@ -32,18 +32,22 @@ def _hf_kwargs(sampling:Sampling, max_new_tokens, target):
 def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int, sampling:Sampling=Sampling(),
                tree:TreeConfig=TreeConfig(), seed:int=0,
                min_prob:float=0.0, # adaptive trees for the model drafter (0 = the fixed `tree`)
+               engine:str="auto", compile:bool=False, # flashspec's forward (see `generate`)
               ) -> tuple[list[int], DecodeStats|None, float]:
     "Decode `ids` with one method; returns `(new tokens, DecodeStats or None, seconds)`."
     if method not in METHODS: raise ValueError(f"Unknown method {method!r}; choose from {', '.join(METHODS)}.")
     if method in ("hf-assisted", "flashspec", "flashspec-merged") and draft is None: raise ValueError(f"{method} needs a draft model.")
     if method in ("hf-assisted", "flashspec-merged") and isinstance(draft, Drafter):
         raise ValueError(f"{method} needs a draft model, not a {type(draft).__name__}.")
+    if method == "hf-assisted" and hasattr(draft, "drafter"):
+        raise ValueError("hf-assisted needs a draft causal LM; a feature drafter reads the target's states, which only flashspec passes.")
     torch.manual_seed(seed)
     t0 = time.perf_counter()
     if method.startswith("hf"):
         kw = _hf_kwargs(sampling, max_new_tokens, target)
         if method == "hf-assisted": kw["assistant_model"] = draft
         if method == "hf-lookup": kw["prompt_lookup_num_tokens"] = tree.depth or 4
+        if method == "hf-static": kw["cache_implementation"] = "static"  # compiled by Hugging Face on CUDA
         with torch.no_grad(): out = target.generate(torch.tensor([ids], device=target.device), **kw)[0, len(ids):].tolist()
         st = None
     else:
@@ -51,9 +55,11 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int, sam
         elif method == "flashspec-lookup": drafter = PromptLookupDrafter(depth=tree.depth or 4)
         elif isinstance(draft, Drafter): drafter = draft
         else:
-            drafter = ModelDrafter(draft, tree, min_prob=min_prob)
+            # a network with its own drafter (a feature drafter), or a causal LM
+            drafter = draft.drafter(tree, min_prob=min_prob) if hasattr(draft, "drafter") else ModelDrafter(draft, tree, min_prob=min_prob)
             if method == "flashspec-merged": drafter = MergedDrafter(drafter, PromptLookupDrafter(tree.depth or 4, min_ngram=2))
-        out, st = generate(target, drafter, ids, max_new_tokens, sampling=sampling, tree=tree, seed=seed)
+        out, st = generate(target, drafter, ids, max_new_tokens, sampling=sampling, tree=tree, seed=seed,
+                           engine=engine, compile=compile)
     return out, st, time.perf_counter() - t0
 
 # %% ../nbs/08_bench.ipynb #02d88f11
@@ -65,11 +71,11 @@ def _fingerprint(model) -> dict|str|None:
                 checksum=round(sum(float(torch.sum(p.detach(), dtype=torch.float64)) for p in ps), 6),
                 vocab=None if getattr(model, "draft_vocab", None) is None else len(model.draft_vocab))
 
-def _journal_config(methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens, min_prob, target, draft) -> dict:
+def _journal_config(methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens, min_prob, target, draft, engine, compile) -> dict:
     "What must match for a journal to be resumed: the run's settings, the target and the draft."
     return json.loads(json.dumps(dict(
         methods=list(methods), max_new_tokens=max_new_tokens, sampling=vars(sampling), tree=vars(tree),
-        repeats=repeats, max_prompt_tokens=max_prompt_tokens, min_prob=min_prob,
+        repeats=repeats, max_prompt_tokens=max_prompt_tokens, min_prob=min_prob, engine=engine, compile=compile,
         target=_fingerprint(target), draft=_fingerprint(draft))))
 
 def _read_journal(path:Path, config:dict, prompts:list[dict], n_methods:int) -> list[dict]:
@@ -96,6 +102,7 @@ def bench(target, tokenizer, draft, prompts:list[dict], # Spec-Bench records (`t
           progress:bool=True, meta:dict|None=None,
           min_prob:float=0.0, # adaptive trees for the model drafter (see `run_method`)
           journal:str|Path|None=None, # JSONL file: every finished question is appended; a rerun resumes from it
+          engine:str="auto", compile:bool=False, # flashspec's forward (see `generate`)
          ) -> dict:
     "Run `methods` over `prompts`; returns the results dict (see `summarize`)."
     from tqdm.auto import tqdm
@@ -107,13 +114,14 @@ def bench(target, tokenizer, draft, prompts:list[dict], # Spec-Bench records (`t
     if len({q["question_id"] for q in prompts}) < len(prompts): raise ValueError("question_id must be unique within prompts.")
     records = []
     if journal is not None:  # header line = the settings; then one record per answer, a question at a time
-        journal, config = Path(journal), _journal_config(methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens, min_prob, target, draft)
+        journal, config = Path(journal), _journal_config(methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens, min_prob, target, draft, engine, compile)
         if journal.exists(): records = _read_journal(journal, config, prompts, len(methods))
         # rewritten without any partly run question
         atomic_write(journal, lambda tmp: Path(tmp).write_text(_jsonl([dict(journal=config)] + records)))
     done = {r["question_id"] for r in records}
     warm = encode_chat(tokenizer, "Hi")
-    for m in methods: run_method(m, target, draft, warm, 8, sampling, tree, min_prob=min_prob)
+    kw = dict(min_prob=min_prob, engine=engine, compile=compile)
+    for m in methods: run_method(m, target, draft, warm, 8, sampling, tree, **kw)  # warm-up (compiles, if asked)
     n_answers = sum(len(q["turns"]) for q in prompts) * len(methods)
     bar = tqdm(total=n_answers, initial=len(records), desc="bench", disable=not progress, file=sys.stderr)
     for qi, q in enumerate(prompts):
@@ -124,7 +132,7 @@ def bench(target, tokenizer, draft, prompts:list[dict], # Spec-Bench records (`t
         for ti in range(len(q["turns"])):
             for m in order:
                 ids = encode_chat(tokenizer, q["turns"][:ti + 1], answers=history[m], max_tokens=max_prompt_tokens)
-                runs = [run_method(m, target, draft, ids, max_new_tokens, sampling, tree, seed=1000 * qi + ti, min_prob=min_prob)
+                runs = [run_method(m, target, draft, ids, max_new_tokens, sampling, tree, seed=1000 * qi + ti, **kw)
                         for _ in range(repeats)]
                 secs = [r[2] for r in runs]
                 out, st, _ = runs[0]
@@ -177,6 +185,9 @@ def summarize(records:list[dict], methods:list[str], sampling:Sampling, meta:dic
                methods={}, per_category={}, records=records)
     hf_all = _agg(by("hf"), None, {}, False)["tokens_per_s"] if "hf" in methods else None
     for m in methods: res["methods"][m] = _agg(by(m), hf_all, hf_out, greedy)
+    if "hf-static" in methods:  # the strongest plain baseline (compiled on CUDA): speed-ups against it too
+        st = res["methods"]["hf-static"]["tokens_per_s"]
+        for r in res["methods"].values(): r["speedup_vs_hf_static"] = r["tokens_per_s"] / st if st else None
     for c in dict.fromkeys(r["category"] for r in records):
         hf_c = _agg(by("hf", c), None, {}, False)["tokens_per_s"] if "hf" in methods else None
         res["per_category"][c] = {m: _agg(by(m, c), hf_c, hf_out, greedy) for m in methods}
@@ -185,10 +196,13 @@ def summarize(records:list[dict], methods:list[str], sampling:Sampling, meta:dic
 def table(res:dict) -> str:
     "The per-method results as a Markdown table."
     f = lambda x, p=2: "n/a" if x is None else f"{x:.{p}f}"
-    rows = ["| method | tokens/s | ms/token | speed-up vs hf | tokens per target forward | acceptance | identical to hf |",
-            "| --- | --- | --- | --- | --- | --- | --- |"]
+    st = any("speedup_vs_hf_static" in r for r in res["methods"].values())
+    rows = ["| method | tokens/s | ms/token | speed-up vs hf |" + (" vs hf-static |" if st else "") +
+            " tokens per target forward | acceptance | identical to hf |",
+            "| --- | --- | --- | --- |" + (" --- |" if st else "") + " --- | --- | --- |"]
     for m, r in res["methods"].items():
-        rows.append(f"| {m} | {f(r['tokens_per_s'], 1)} | {f(r['ms_per_token'], 1)} | {f(r['speedup_vs_hf'])}x | "
+        rows.append(f"| {m} | {f(r['tokens_per_s'], 1)} | {f(r['ms_per_token'], 1)} | {f(r['speedup_vs_hf'])}x | " +
+                    (f"{f(r.get('speedup_vs_hf_static'))}x | " if st else "") +
                     f"{f(r['mean_accepted_tokens'])} | {f(r['acceptance_rate'], 3)} | {f(r['identical_to_hf'])} |")
     return "\n".join(rows)
 
@@ -253,6 +267,7 @@ def cmd_bench(args):
                 tree=dict(depth=args.depth, width=args.width, min_prob=args.min_prob), max_new_tokens=args.max_new_tokens,
                 prompts=str(args.prompts or "Spec-Bench"), n_questions=len(prompts))
     meta["quantize"] = getattr(args, "quantize", None)  # INT8 method applied to the target, or None
+    meta.update(engine=args.engine, compile=args.compile)
     meta["label"] = (f"{meta['model']}, {args.dtype}{', ' + meta['quantize'] if meta['quantize'] else ''}, draft: {meta['draft']}, "
                      f"{meta['hardware']}, {datetime.date.today()}")
     if isinstance(draft, PromptLookupDrafter) and any(m in ("flashspec", "hf-assisted", "flashspec-merged") for m in args.methods):
@@ -260,7 +275,7 @@ def cmd_bench(args):
     journal = Path(args.journal or args.out + ".journal.jsonl")
     if journal.exists(): print(f"resuming from {journal}", file=sys.stderr)
     res = bench(target, tok, draft, prompts, args.methods, args.max_new_tokens, s, TreeConfig(args.depth, args.width),
-                args.repeats, meta=meta, min_prob=args.min_prob, journal=journal)
+                args.repeats, meta=meta, min_prob=args.min_prob, journal=journal, engine=args.engine, compile=args.compile)
     atomic_write(args.out, lambda tmp: Path(tmp).write_text(json.dumps(res, indent=1)))
     journal.unlink()
     print(meta["label"]); print(table(res)); print(); print(category_table(res, "flashspec" if "flashspec" in args.methods else args.methods[-1]))

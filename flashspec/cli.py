@@ -31,8 +31,10 @@ def cmd_generate(args):
         sys.stdout.write(text[len(printed):]); sys.stdout.flush(); printed = text
     s = Sampling(args.temperature, args.top_k, args.top_p)
     tree = TreeConfig(args.depth, args.width)
-    if not isinstance(draft, Drafter): draft = ModelDrafter(draft, tree, min_prob=args.min_prob)
-    out, st = generate(target, draft, ids, args.max_new_tokens, sampling=s, tree=tree, seed=args.seed, streamer=stream)
+    if hasattr(draft, "drafter"): draft = draft.drafter(tree, min_prob=args.min_prob)  # a feature drafter
+    elif not isinstance(draft, Drafter): draft = ModelDrafter(draft, tree, min_prob=args.min_prob)
+    out, st = generate(target, draft, ids, args.max_new_tokens, sampling=s, tree=tree, seed=args.seed, streamer=stream,
+                       engine=args.engine, compile=args.compile)
     sys.stdout.write("\n")
     acc = "n/a" if st.acceptance_rate is None else f"{st.acceptance_rate:.2f}"
     print(f"[{st.new_tokens} tokens, {st.ms_per_token:.1f} ms/token, {st.mean_accepted_length:.2f} tokens per target "
@@ -51,7 +53,7 @@ def cmd_demo(args):
     print(label)
     methods = ["hf", "ar", "flashspec"] + ([] if args.lookup else ["flashspec-lookup", "flashspec-merged"])
     res = bench(target, tok, draft, prompts, methods, args.max_new_tokens, tree=TreeConfig(args.depth, args.width),
-                meta=dict(label=label), min_prob=args.min_prob)
+                meta=dict(label=label), min_prob=args.min_prob, engine=args.engine, compile=args.compile)
     print(table(res))
     bad = [m for m, r in res["methods"].items() if r["identical_to_hf"] != 1.0]
     if bad:

@@ -11,10 +11,12 @@ from .models import check_supported
 from .draft import check_compatible
 from .tree import Tree, TreeConfig, compile_tree, batch_trees, tree_bias
 from .verify import Sampling, probs, verify_greedy, verify_sampling
-from .kvcache import StaticKVCache, append, forward, prefill, tree_step, commit
+from .kvcache import StaticKVCache, append, forward, prefill, tree_step, commit, causal_bias
+from .engine import make_forward, TreeInputs, greedy_accept
 
 # %% auto #0
-__all__ = ['Draft', 'Drafter', 'ModelDrafter', 'PromptLookupDrafter', 'merge_drafts', 'MergedDrafter', 'DecodeStats', 'generate']
+__all__ = ['Draft', 'Drafter', 'TreeDrafter', 'ModelDrafter', 'PromptLookupDrafter', 'merge_drafts', 'MergedDrafter',
+           'DecodeStats', 'generate']
 
 # %% ../nbs/07_decode.ipynb #02cc599b
 @dataclass
@@ -27,66 +29,58 @@ class Draft:
 class Drafter:
     "Base drafter: proposes nothing (plain autoregressive decoding)."
     proposal = "delta"  # how siblings are drawn under sampling: "without_replacement", "iid" or "delta"
-    needs_hidden = False  # whether `propose` wants the target's last hidden state
+    feature_layers:tuple = ()  # target hidden-state indices `propose` reads (see above); () = none
     max_nodes = 1  # the most nodes (root included) a proposed tree may have: sizes the static caches
     def start(self, prompt:torch.Tensor, max_len:int) -> None:
         "A new request: `prompt` (L,) token ids; the context will never exceed `max_len` tokens."
     def propose(self, context:torch.Tensor, # (n,) committed tokens; context[-1] is the root
                 sampling:Sampling, generator:torch.Generator|None=None,
-                hidden:torch.Tensor|None=None, # (d,) target's last hidden state, if `needs_hidden`
+                hidden:torch.Tensor|None=None, # (m, len(feature_layers) * d) the target's features at the m
+                                               # committed positions not seen yet, if `feature_layers`
                ) -> Draft:
+        "Propose a tree rooted at `context[-1]`: the base drafter proposes the root alone."
         return Draft(compile_tree(()), context[-1:].clone())
     def accepted(self, n_drafted:int, n_accepted:int) -> None:
         "Told after each round how deep the tree was and how many drafted tokens the target accepted."
 
 # %% ../nbs/07_decode.ipynb #46fb1f4a
-class ModelDrafter(Drafter):
-    "Draft a `TreeConfig`-shaped tree with a small causal LM `draft` that shares the target's vocabulary."
+class TreeDrafter(Drafter):
+    "A drafter that grows a `TreeConfig`-shaped tree level by level from its distribution at each node."
     proposal = "without_replacement"
-    def __init__(self, draft, tree:TreeConfig=TreeConfig(),
-                 vocab=None, # token ids the draft may propose (default: `draft.draft_vocab` if set, else all)
-                 min_prob:float=0.0, # adaptive tree: propose only where the draft is at least this confident (see below)
+    def __init__(self, tree:TreeConfig=TreeConfig(),
+                 vocab=None, # token ids proposed from (sorted `(S,)`); None = the whole vocabulary
+                 V:int=0, # the target's vocabulary size
+                 min_prob:float=0.0, # adaptive tree: propose only where the drafter is at least this confident (see below)
                 ):
-        check_supported(draft)
         if not 0 <= min_prob < 1: raise ValueError(f"min_prob must be in [0, 1), got {min_prob}.")
-        self.draft, self.shape, self.min_prob = draft, tree, min_prob
+        self.shape, self.min_prob, self.V = tree, min_prob, V
         self.tree = compile_tree(tree.index_paths())
         self.max_nodes = self.tree.n_nodes
-        self.cache, self.seen = None, 0
-        W = draft.get_output_embeddings().weight  # (V, d)
-        self.V = W.shape[0]
-        if vocab is None: vocab = getattr(draft, "draft_vocab", None)
         self.vocab = None if vocab is None else torch.as_tensor(vocab, dtype=torch.long).unique().cpu()  # (S,) sorted
         if self.vocab is not None:
-            if len(self.vocab) == 0 or int(self.vocab[0]) < 0 or int(self.vocab[-1]) >= self.V:
-                raise ValueError(f"vocab must be non-empty token ids in 0..{self.V - 1}.")
+            if len(self.vocab) == 0 or int(self.vocab[0]) < 0 or int(self.vocab[-1]) >= V:
+                raise ValueError(f"vocab must be non-empty token ids in 0..{V - 1}.")
             widest = max((len(c) for c in self.tree.children), default=0)
             if widest > len(self.vocab): raise ValueError(f"A node has {widest} children but vocab has {len(self.vocab)} tokens.")
-            self.head_w = W.detach()[self.vocab.to(W.device)]  # (S, d): the head's rows for the subset (indexing copies)
-        self.lm_head = draft.get_output_embeddings()
-
-    def head(self, h):  # (B, T, d) -> (B, T, S) logits over the subset (S = V without one)
-        return self.lm_head(h) if self.vocab is None else torch.nn.functional.linear(h, self.head_w)
-
-    def start(self, prompt, max_len):
-        self.cache = StaticKVCache(self.draft, max_len + self.tree.n_nodes)
-        self.seen = 0
 
     def _tokens(self, pick): return pick if self.vocab is None else self.vocab[pick]  # head index -> token id
 
+    def root_logits(self, context, hidden) -> torch.Tensor|None:
+        "(S,) the drafter's logits after the root (its head's indices), having taken in the new context; None = no proposal."
+        raise NotImplementedError
+    def node_logits(self, nodes:list[int], toks:torch.Tensor, n:int) -> torch.Tensor:
+        "(len(nodes), S) logits after each of `nodes` (tree indices, one level) given the tree's tokens `toks`, `n` committed."
+        raise NotImplementedError
+
     @torch.no_grad()
     def propose(self, context, sampling, generator=None, hidden=None):
-        t, cache = self.tree, self.cache
-        new = context[self.seen:]  # tokens the draft has not processed yet (root included)
-        cache.lengths.fill_(self.seen)
-        logits_root = append(self.draft, cache, new[None], head=lambda h: self.head(h[:, -1:]))[0, -1].float().cpu()  # (S,)
-        self.seen = n = len(context)
+        t = self.tree
+        root = self.root_logits(context, hidden)
+        if root is None: return Drafter.propose(self, context, sampling, generator, hidden)
+        n = len(context)
         toks = torch.zeros(t.n_nodes, dtype=torch.long); toks[0] = context[-1]
         q = None if sampling.greedy else torch.zeros(t.n_nodes, self.V)  # (N, V): zero outside the subset
-        logits = {0: logits_root}
-        # the whole tree's bias and positions, root at slot n - 1 after the n - 1 tokens before it; each level's
-        # forward takes the rows of its nodes: (1, 1, N, max_len) and (1, N)
-        bias, pos = tree_bias(torch.tensor([n - 1]), batch_trees([t], [toks]), n - 1, cache.max_len, cache.keys[0].dtype)
+        logits = {0: root.float().cpu()}
         live = {0}  # nodes proposed so far (all of them unless `min_prob` prunes)
         for d in range(t.max_depth):
             for u in t.levels[d]:
@@ -95,11 +89,11 @@ class ModelDrafter(Drafter):
                 if sampling.greedy:
                     top = logits[u].topk(len(kids))
                     pick = top.indices
-                    if self.min_prob:  # keep the children the draft gives at least min_prob: a prefix of the ranks
-                        pu = top.values.sub(logits[u].logsumexp(-1)).exp()  # (c,) their draft probabilities
+                    if self.min_prob:  # keep the children the drafter gives at least min_prob: a prefix of the ranks
+                        pu = top.values.sub(logits[u].logsumexp(-1)).exp()  # (c,) their probabilities
                         kids = kids[:int((pu >= self.min_prob).sum())]; pick = pick[:len(kids)]
                 else:
-                    qu = probs(logits[u], sampling)  # (S,) the draft's sampling distribution over its head
+                    qu = probs(logits[u], sampling)  # (S,) the drafter's sampling distribution over its head
                     # under sampling, whether u gets children is decided from q_u before any draw, so the
                     # children are still draws from q_u (what verification assumes)
                     if self.min_prob and float(qu.max()) < self.min_prob: continue
@@ -111,16 +105,51 @@ class ModelDrafter(Drafter):
                 if not kids: continue
                 toks[list(kids)] = self._tokens(pick)
                 live.update(kids)
-            # forward the next level's live nodes that have children, to get their distributions
+            # the next level's live nodes that have children: their distributions
             nxt = [c for c in t.levels[d + 1] if c in live and t.children[c]] if d + 1 <= t.max_depth else []
             if not nxt: continue
-            idx = torch.tensor(nxt)
-            slots = n - 1 + idx  # node i lives at slot n - 1 + i; the root (node 0) is slot n - 1
-            lg = forward(self.draft, cache, toks[idx][None], pos[:, idx], slots, bias[:, :, idx], head=self.head)[0].float().cpu()
+            lg = self.node_logits(nxt, toks, n).float().cpu()
             for j, c in enumerate(nxt): logits[c] = lg[j]
         if len(live) == t.n_nodes: return Draft(t, toks, q)
         keep = sorted(live)  # the pruned tree: node order (level order, by rank) is the full tree's, restricted
         return Draft(compile_tree(tuple(t.paths[i - 1] for i in keep[1:])), toks[keep], None if q is None else q[keep])
+
+class ModelDrafter(TreeDrafter):
+    "Draft a `TreeConfig`-shaped tree with a small causal LM `draft` that shares the target's vocabulary."
+    def __init__(self, draft, tree:TreeConfig=TreeConfig(),
+                 vocab=None, # token ids the draft may propose (default: `draft.draft_vocab` if set, else all)
+                 min_prob:float=0.0, # adaptive tree: propose only where the draft is at least this confident (see below)
+                ):
+        check_supported(draft)
+        W = draft.get_output_embeddings().weight  # (V, d)
+        if vocab is None: vocab = getattr(draft, "draft_vocab", None)
+        super().__init__(tree, vocab, W.shape[0], min_prob)
+        self.draft, self.cache, self.seen = draft, None, 0
+        if self.vocab is not None: self.head_w = W.detach()[self.vocab.to(W.device)]  # (S, d): indexing copies the rows
+        self.lm_head = draft.get_output_embeddings()
+
+    def head(self, h):  # (B, T, d) -> (B, T, S) logits over the subset (S = V without one)
+        return self.lm_head(h) if self.vocab is None else torch.nn.functional.linear(h, self.head_w)
+
+    def start(self, prompt, max_len):
+        self.cache = StaticKVCache(self.draft, max_len + self.tree.n_nodes)
+        self.seen = 0
+
+    def root_logits(self, context, hidden):
+        new = context[self.seen:]  # tokens the draft has not processed yet (root included)
+        self.cache.lengths.fill_(self.seen)
+        lg = append(self.draft, self.cache, new[None], head=lambda h: self.head(h[:, -1:]))[0, -1]  # (S,)
+        self.seen = n = len(context)
+        # the whole tree's bias and positions, root at slot n - 1 after the n - 1 tokens before it; each level's
+        # forward takes the rows of its nodes: (1, 1, N, max_len) and (1, N)
+        self._bias, self._pos = tree_bias(torch.tensor([n - 1]), batch_trees([self.tree], [torch.zeros(self.tree.n_nodes, dtype=torch.long)]),
+                                          n - 1, self.cache.max_len, self.cache.keys[0].dtype)
+        return lg
+
+    def node_logits(self, nodes, toks, n):
+        idx = torch.tensor(nodes)
+        slots = n - 1 + idx  # node i lives at slot n - 1 + i; the root (node 0) is slot n - 1
+        return forward(self.draft, self.cache, toks[idx][None], self._pos[:, idx], slots, self._bias[:, :, idx], head=self.head)[0]
 
 # %% ../nbs/07_decode.ipynb #857e9db3
 class PromptLookupDrafter(Drafter):
@@ -170,7 +199,7 @@ class MergedDrafter(Drafter):
     "A model drafter's tree with prompt-lookup chains merged in (greedy); the model's tree alone under sampling."
     def __init__(self, model:ModelDrafter, lookup:PromptLookupDrafter|None=None):
         self.model, self.lookup = model, lookup or PromptLookupDrafter(depth=model.tree.max_depth or 4)
-        self.proposal, self.needs_hidden = model.proposal, model.needs_hidden
+        self.proposal, self.feature_layers = model.proposal, model.feature_layers
         self.max_nodes = model.max_nodes + self.lookup.max_nodes - 1
     def start(self, prompt, max_len):
         self.model.start(prompt, max_len); self.lookup.start(prompt, max_len)
@@ -189,6 +218,8 @@ class DecodeStats:
     target_forwards:int=0 # verification forwards (the prefill not counted)
     accepted:list=field(default_factory=list) # drafted tokens accepted per round
     drafted_depth:list=field(default_factory=list) # depth of each round's tree (most tokens it could accept)
+    nodes:list=field(default_factory=list) # nodes of each round's tree, root included (what the target verified)
+    ranks:list=field(default_factory=list) # sibling rank of each accepted node, per round (0 = the drafter's best)
     prefill_s:float=0.0
     draft_s:float=0.0 # drafter's proposals
     forward_s:float=0.0 # target forwards over the trees
@@ -220,12 +251,14 @@ class DecodeStats:
                     acceptance_rate=self.acceptance_rate, mean_accepted_length=self.mean_accepted_length,
                     ms_per_token=self.ms_per_token, prefill_s=self.prefill_s, draft_s=self.draft_s,
                     forward_s=self.forward_s, accept_s=self.accept_s, commit_s=self.commit_s,
-                    overhead_s=self.overhead_s, total_s=self.total_s, accepted=list(self.accepted))
+                    overhead_s=self.overhead_s, total_s=self.total_s, accepted=list(self.accepted), nodes=list(self.nodes),
+                    ranks=[list(r) for r in self.ranks])
 
 # %% ../nbs/07_decode.ipynb #b4e9a34e
 def _as_drafter(draft, tree:TreeConfig|None, target) -> Drafter:
     if draft is None: return Drafter()
     if isinstance(draft, Drafter): return draft
+    if hasattr(draft, "drafter"): return draft.drafter(tree or TreeConfig())  # a network that makes its own (feature drafters)
     check_compatible(target, draft)
     return ModelDrafter(draft, tree or TreeConfig())
 
@@ -245,6 +278,8 @@ def generate(target, # the target causal LM
              max_len:int|None=None, # static cache size (default: just enough)
              seed:int|None=None, # for sampling
              streamer=None, # called with each round's committed tokens (list of ints)
+             engine:str="auto", # the target's forward: "native", "hf" (the reference) or "auto" (see *The engine*)
+             compile:bool=False, # torch.compile the tree forward; trees are then padded to the drafter's largest
             ) -> tuple[list[int], DecodeStats]:
     "Speculative decoding: returns `(new token ids, DecodeStats)`. Greedy output equals the target's greedy output."
     t_start = time.perf_counter()
@@ -271,35 +306,51 @@ def generate(target, # the target causal LM
     gen = torch.Generator().manual_seed(seed) if seed is not None else None
     eos = _eos_set(target, eos_token_id)
     stats = DecodeStats()
+    fwd = make_forward(target, engine, compile)
+    tree_fwd = getattr(fwd, "compiled", fwd)
+    layers = tuple(drafter.feature_layers)
+    w = target.get_output_embeddings().weight
+    dev, dt = w.device, (w.dtype if w.dtype.is_floating_point else torch.float32)
+    inputs = {}  # tree shape -> its `TreeInputs` (built once per shape, reused every round)
 
     cache = StaticKVCache(target, max_len)
-    if len(ids) > 1: prefill(target, cache, [ids[:-1].tolist()])  # the last prompt token is the first root
+    pending = None  # the target's features at committed positions the drafter has not seen
+    if len(ids) > 1:  # the last prompt token is the first root
+        n = len(ids) - 1
+        _, pending = fwd(cache, ids[None, :-1].to(dev), torch.arange(n, device=dev)[None], torch.arange(n, device=dev),
+                         causal_bias(cache, cache.lengths, n, dt).to(dev), layers, rows=torch.arange(0, device=dev))
+        cache.lengths += n
+        if pending is not None: pending = pending[0]
     drafter.start(ids, max_len)
     stats.prefill_s = time.perf_counter() - t_start
     context, out = ids.clone(), []
-    h = None  # target's last hidden state at the last accepted node (for drafters that read target features)
     while len(out) < max_new_tokens:
         t0 = time.perf_counter()
-        d = drafter.propose(context, sampling, gen, hidden=h)
+        d = drafter.propose(context, sampling, gen, hidden=pending)
         if d.tree.n_nodes > n_tree:
             raise ValueError(f"{type(drafter).__name__} proposed {d.tree.n_nodes} nodes, more than its max_nodes={n_tree}.")
         if int(d.tokens[0]) != int(context[-1]): raise ValueError("A draft tree's root must be the last committed token.")
         t1 = time.perf_counter()
-        res, slot0 = tree_step(target, cache, batch_trees([d.tree], [d.tokens]), hidden=drafter.needs_hidden)
-        logits, hid = res if drafter.needs_hidden else (res, None)
-        logits = logits[0].float().cpu()  # (N, V)
+        ti = inputs.get(d.tree.paths)
+        if ti is None: ti = inputs[d.tree.paths] = TreeInputs(d.tree, max_len, dev, dt, n_pad=n_tree if compile else None)
+        n0 = int(cache.lengths[0])
+        toks = torch.zeros(ti.N, dtype=torch.long); toks[:d.tree.n_nodes] = d.tokens
+        toks = toks.to(dev)
+        bias, pos, slots = ti(n0)
+        logits, feats = tree_fwd(cache, toks[None], pos, slots, bias, layers)
         t2 = time.perf_counter()
-        if sampling.greedy: path, bonus = verify_greedy(d.tree, d.tokens, logits)
+        if sampling.greedy: path, bonus = greedy_accept(ti, toks, logits[0])   # on the device, one copy back
         else:
-            path, bonus = verify_sampling(d.tree, d.tokens, probs(logits, sampling), d.q,
-                                          drafter.proposal, gen)
+            p = probs(logits[0, :d.tree.n_nodes].float().cpu(), sampling)        # (N, V)
+            path, bonus = verify_sampling(d.tree, d.tokens, p, d.q, drafter.proposal, gen)
         t3 = time.perf_counter()
-        commit(cache, slot0, [path])
-        if hid is not None: h = hid[0, path[-1]]  # (d,) the state that predicted the bonus token
+        commit(cache, n0, [path])
+        if layers: pending = feats[0, path]  # (k + 1, F): the root and the accepted nodes
         t4 = time.perf_counter()
         stats.draft_s += t1 - t0; stats.forward_s += t2 - t1; stats.accept_s += t3 - t2; stats.commit_s += t4 - t3
         stats.target_forwards += 1
         stats.accepted.append(len(path) - 1); stats.drafted_depth.append(d.tree.max_depth)
+        stats.nodes.append(d.tree.n_nodes); stats.ranks.append(d.tree.rank[path[1:]].tolist())
         drafter.accepted(d.tree.max_depth, len(path) - 1)
         new = d.tokens[path[1:]].tolist() + [bonus]
         new = new[:max_new_tokens - len(out)]

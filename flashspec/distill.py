@@ -15,11 +15,12 @@ from .decode import generate
 from .verify import Sampling
 
 # %% auto #0
-__all__ = ['DESIGNS', 'VOCAB_KEY', 'WEIGHTS', 'DISTILLED', 'distill_loss', 'make_draft', 'answer_batch', 'answer_turns',
-           'answer_conversations', 'topk_pass', 'pool_slice', 'make_distill_data', 'text_rows', 'make_text_data',
-           'collate', 'step_loss', 'save_draft_weights', 'frequent_tokens', 'Interrupted', 'train_draft',
-           'target_fingerprint', 'load_draft_weights', 'load_distilled_draft', 'cmd_distill_data', 'load_kd_data',
-           'cmd_distill', 'add_cli', 'agreement', 'alpha', 'acceptance', 'pool_acceptance']
+__all__ = ['DESIGNS', 'VOCAB_KEY', 'WEIGHTS', 'DISTILLED', 'KD_ANSWERS', 'MAX_STEPS', 'distill_loss', 'make_draft',
+           'answer_batch', 'answer_turns', 'answer_conversations', 'topk_pass', 'pool_slice', 'make_distill_data',
+           'text_rows', 'make_text_data', 'collate', 'step_loss', 'save_draft_weights', 'frequent_tokens',
+           'Interrupted', 'train_draft', 'target_fingerprint', 'load_draft_weights', 'load_distilled_draft',
+           'cmd_distill_data', 'load_kd_data', 'cmd_distill_eagle3', 'cmd_distill', 'add_cli', 'agreement', 'alpha',
+           'acceptance', 'pool_acceptance']
 
 # %% ../nbs/02_distill.ipynb #8f260746
 def distill_loss(draft_logits:torch.Tensor, # (..., V) draft logits
@@ -331,6 +332,7 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
                 meta:dict|None=None, # extra metadata stored with the weights
                 vocab=None, # a vocabulary subset saved with the weights (see `frequent_tokens`)
                 progress:bool=True, on_step=None, # called as on_step(step, loss_dict) after each step
+                step_fn=None, # `step_fn(model, rows, device) -> (loss, parts)` for other designs (default: the slice's loss)
                ) -> list[dict]:
     "Train the draft's trainable parameters with accelerate; returns the log (one dict per step, resumed ones included)."
     from accelerate import Accelerator
@@ -370,9 +372,11 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
         perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100003 + epoch))
         chunk = perm[k * batch_size * acc.num_processes:(k + 1) * batch_size * acc.num_processes]
         mine = chunk[acc.process_index::acc.num_processes].tolist()  # this process's share of the global batch
-        batch = {kk: v.to(acc.device) for kk, v in collate([data[i] for i in mine]).items()}
         with acc.autocast():
-            loss, parts = step_loss(raw, batch, target, w_ce, w_kd, T, parts=True)
+            if step_fn is not None: loss, parts = step_fn(raw, [data[i] for i in mine], acc.device)
+            else:
+                batch = {kk: v.to(acc.device) for kk, v in collate([data[i] for i in mine]).items()}
+                loss, parts = step_loss(raw, batch, target, w_ce, w_kd, T, parts=True)
         acc.backward(loss)
         opt.step(); sched.step(); opt.zero_grad(set_to_none=True)
         rec = dict(step=step + 1, loss=float(loss.detach()), lr=sched.get_last_lr()[0], **parts)
@@ -398,6 +402,7 @@ def target_fingerprint(target) -> str:
 
 WEIGHTS = Path(__file__).parent/"weights" if "__file__" in globals() else Path("../flashspec/weights")
 DISTILLED = "smollm2-135m-instruct.draft.safetensors"
+KD_ANSWERS = "distill/kd_answers_smollm2-135m.npz"  # the target's own answers in the shared data (see its README)
 
 def load_draft_weights(target, path:str|Path):
     "A draft sliced from `target` with the trainable part read from `path` (saved by `train_draft`), in eval mode."
@@ -462,7 +467,33 @@ def load_kd_data(folders:list) -> "datasets.Dataset":
     from datasets import concatenate_datasets, load_from_disk
     return concatenate_datasets([load_from_disk(str(Path(f)/"data")) for f in folders])
 
+def cmd_distill_eagle3(args):
+    "`flashspec distill --design eagle3`: a feature drafter, from a feature cache it makes first if needed."
+    import numpy as np
+    from flashspec.eagle import extract_features, FeatureData, cache_vocab, train_feature_drafter
+    feats = Path(args.features or Path(args.out)/"features")
+    kd = Path(args.kd) if args.kd else data_dir()/KD_ANSWERS
+    if not (feats/"progress.json").exists() or FeatureData(feats).meta["rows"] > len(FeatureData(feats)):
+        t16, tok = load_target(args.target, dtype="bfloat16")  # features and top-k from a bf16 pass (3x faster here)
+        extract_features(t16, tok, kd, feats, k=args.topk_features)
+        del t16
+    target, tok = load_target(args.target, dtype="float32")
+    data = FeatureData(feats)
+    train, held = data.split(args.held_out) if args.held_out else (data, None)
+    vocab = cache_vocab(train, args.draft_vocab, always=sorted(_eos_ids(target))) if args.draft_vocab else None
+    argv = getattr(args, "argv", None) or sys.argv[1:]
+    fd, log = train_feature_drafter(target, train, args.out, steps=args.steps, batch_size=args.train_batch_size, lr=args.lr,
+                                    warmup=args.warmup, ttt_steps=args.ttt_steps, w_ce=args.w_ce, w_kd=args.w_kd, T=args.T,
+                                    step_decay=args.step_decay, vocab=vocab, mixed_precision=args.mixed_precision, seed=args.seed,
+                                    meta=dict(command=" ".join(["flashspec"] + list(argv)),
+                                              held_out=json.dumps(held.rows.tolist()) if held is not None else ""))
+    (Path(args.out)/"log.json").write_text(json.dumps(log))
+    print(f"target unchanged; trained feature drafter -> {Path(args.out)/'draft.safetensors'}")
+    return 0
+
 def cmd_distill(args):
+    "`flashspec distill`: train a draft of the chosen design on the target's own answers."
+    if args.design == "eagle3": return cmd_distill_eagle3(args)
     data = [Path(d) for d in args.data] if args.data else [Path(args.out)/"answers"]
     if not args.data and not (data[0]/"data").exists():
         cmd_distill_data(args)
@@ -494,7 +525,8 @@ def add_cli(subparsers):
     p = subparsers.add_parser("distill", help="train a draft on the target's answers (makes the data if needed)")
     _data_args(p)
     p.add_argument("--data", nargs="+", help="folders from distill-data (OUT/answers, OUT/text); default: make them in OUT")
-    p.add_argument("--design", default="frozen+1", choices=DESIGNS)
+    p.add_argument("--design", default="frozen+1", choices=DESIGNS + ("eagle3",),
+                   help="slice / frozen+1: a sliced draft; eagle3: a feature drafter on the target's hidden states")
     p.add_argument("--layers", type=int, default=4, help="slice: layers trained; frozen+1: frozen layers below")
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--train-batch-size", type=int, default=8)
@@ -508,6 +540,13 @@ def add_cli(subparsers):
     p.add_argument("--mixed-precision", default="bf16", choices=["no", "bf16"])
     p.add_argument("--draft-vocab", type=int, default=0,
                    help="save a vocabulary subset with the draft: the N tokens the target ranks first most often in the data (0 = all)")
+    g = p.add_argument_group("eagle3 (feature drafter)")
+    g.add_argument("--features", help="feature cache folder (made there from --kd if missing or unfinished; default OUT/features)")
+    g.add_argument("--kd", help=f"the target's answers, as the shared {KD_ANSWERS} (its default)")
+    g.add_argument("--topk-features", type=int, default=8, help="target logits kept per position in the cache")
+    g.add_argument("--ttt-steps", type=int, default=3, help="draft steps unrolled in training (training-time test)")
+    g.add_argument("--step-decay", type=float, default=0.8, help="loss weight of step s: decay ** (s - 1)")
+    g.add_argument("--held-out", type=int, default=200, help="conversations kept out of training (listed in the weights' metadata)")
     p.set_defaults(fn=cmd_distill)
 
 # %% ../nbs/02_distill.ipynb #3eb29654
@@ -542,23 +581,34 @@ def alpha(target, draft, rows:list[dict], # rows with `input_ids` and `n_prompt`
         n += int(sel.sum())
     return tot / max(n, 1)
 
+MAX_STEPS = 8  # draft steps whose acceptance `acceptance` reports
+
 def acceptance(target, draft, prompts:list[list[int]], # prompt token ids
-               max_new_tokens:int=48, tree=None, sampling=None, seed:int=0, progress:bool=False) -> dict:
+               max_new_tokens:int=48, tree=None, sampling=None, seed:int=0, progress:bool=False, **kw) -> dict:
     "Speculative decoding of each prompt with `generate`; acceptance and speed summed over the prompts."
     from tqdm.auto import tqdm
     sampling = sampling or Sampling()
-    acc, depth, first, rounds, toks, fwd, secs = 0, 0, 0, 0, 0, 0, 0.0
+    c = dict(accepted=0, depth=0, first=0, rounds=0, tokens=0, forwards=0, seconds=0.0,
+             reach=[0] * MAX_STEPS, tried=[0] * MAX_STEPS)  # per draft step k = 1..MAX_STEPS
     for i, ids in enumerate(tqdm(prompts, desc="acceptance", disable=not progress, leave=False)):
-        out, st = generate(target, draft, ids, max_new_tokens, sampling=sampling, tree=tree, seed=seed + i)
-        acc += sum(st.accepted); depth += sum(st.drafted_depth); first += sum(a > 0 for a in st.accepted)
-        rounds += len(st.accepted); toks += st.new_tokens; fwd += st.target_forwards; secs += st.total_s - st.prefill_s
-    return dict(first_token=first / max(rounds, 1), acceptance_rate=acc / max(depth, 1),
-                mean_accepted_length=toks / max(fwd, 1), ms_per_token=1000 * secs / max(toks, 1), tokens=toks,
-                counts=dict(accepted=acc, depth=depth, first=first, rounds=rounds, tokens=toks, forwards=fwd, seconds=secs))
+        out, st = generate(target, draft, ids, max_new_tokens, sampling=sampling, tree=tree, seed=seed + i, **kw)
+        c["accepted"] += sum(st.accepted); c["depth"] += sum(st.drafted_depth); c["first"] += sum(a > 0 for a in st.accepted)
+        c["rounds"] += len(st.accepted); c["tokens"] += st.new_tokens; c["forwards"] += st.target_forwards
+        c["seconds"] += st.total_s - st.prefill_s
+        for a, dep in zip(st.accepted, st.drafted_depth):
+            for k in range(min(dep, a + 1, MAX_STEPS)): c["tried"][k] += 1  # step k+1 drafted, steps 1..k accepted
+            for k in range(min(a, MAX_STEPS)): c["reach"][k] += 1           # step k+1 accepted
+    return _acceptance_summary(c)
+
+def _acceptance_summary(c:dict) -> dict:
+    # acceptance at draft step k: of the rounds that drafted step k after accepting steps 1..k-1, the share accepting it
+    steps = [r / t if t else None for r, t in zip(c["reach"], c["tried"])]
+    return dict(first_token=c["first"] / max(c["rounds"], 1), acceptance_rate=c["accepted"] / max(c["depth"], 1),
+                mean_accepted_length=c["tokens"] / max(c["forwards"], 1), ms_per_token=1000 * c["seconds"] / max(c["tokens"], 1),
+                tokens=c["tokens"], step_acceptance=steps, counts=c)
 
 def pool_acceptance(results:list[dict]) -> dict:
     "Combine `acceptance` results of disjoint prompt sets into the result over all of them."
-    c = {k: sum(r["counts"][k] for r in results) for k in results[0]["counts"]}
-    return dict(first_token=c["first"] / max(c["rounds"], 1), acceptance_rate=c["accepted"] / max(c["depth"], 1),
-                mean_accepted_length=c["tokens"] / max(c["forwards"], 1), ms_per_token=1000 * c["seconds"] / max(c["tokens"], 1),
-                tokens=c["tokens"], counts=c)
+    c = {k: sum(r["counts"][k] for r in results) for k in results[0]["counts"] if k not in ("reach", "tried")}
+    for k in ("reach", "tried"): c[k] = [sum(x) for x in zip(*(r["counts"].get(k, [0] * MAX_STEPS) for r in results))]
+    return _acceptance_summary(c)

@@ -10,7 +10,9 @@ from .models import load_target
 from .draft import slice_draft
 from .decode import PromptLookupDrafter
 from .distill import load_distilled_draft
+from .eagle import load_shipped_drafter, load_draft_file
 from .quant import QUANT_METHODS, quantize_target
+from .engine import ENGINES
 
 # %% auto #0
 __all__ = ['model_args', 'load_models']
@@ -19,9 +21,12 @@ __all__ = ['model_args', 'load_models']
 def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
     "Add the options that choose the target, the draft, the tree, the dtype, the device and an INT8 method to `p`."
     p.add_argument("--target", help="local HF checkpoint of the target (default: embedded SmolLM2-135M-Instruct)")
-    p.add_argument("--draft", help="local HF checkpoint of a draft sharing the target's vocabulary")
+    p.add_argument("--draft", help="a draft sharing the target's vocabulary: a local HF checkpoint, or the "
+                   "draft.safetensors `flashspec distill` wrote (either design)")
     p.add_argument("--draft-layers", type=int, help="draft = the target's first K layers, untrained "
-                   "(default: the distilled draft shipped for the embedded target, else K=4)")
+                   "(default: the draft shipped for the embedded target, else K=4)")
+    p.add_argument("--draft-design", choices=["eagle3", "slice"], help="which shipped draft (default: eagle3, the "
+                   "fastest measured; slice: the distilled 2-layer slice)")
     p.add_argument("--lookup", action="store_true", help="draft by prompt lookup instead of a model")
     p.add_argument("--depth", type=int, default=4, help="tree backbone depth K")
     p.add_argument("--width", type=int, default=3, help="alternatives per level M")
@@ -31,6 +36,9 @@ def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="where the target and draft run: cpu, cuda, cuda:1, ...")
     p.add_argument("--quantize", choices=list(QUANT_METHODS), help="quantize the target's decoder layers to INT8 "
                    "(after the draft is made: the draft stays in --dtype); see the quant notebook")
+    p.add_argument("--engine", default="auto", choices=list(ENGINES), help="the target's forward: native (Llama family), "
+                   "hf (the Hugging Face reference) or auto (native where it exists)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the target's tree forward (CUDA graphs on a GPU)")
     p.add_argument("--max-new-tokens", type=int, default=128)
     return p
 
@@ -40,10 +48,18 @@ def load_models(args:argparse.Namespace):
     if str(dev).startswith("cuda") and not torch.cuda.is_available(): raise ValueError(f"--device {dev}: no CUDA device here.")
     target, tok = load_target(args.target, dtype=args.dtype, device=dev)
     if args.lookup: draft, args.draft_name = PromptLookupDrafter(depth=args.depth), "prompt lookup"
+    elif args.draft and str(args.draft).endswith(".safetensors"): draft, args.draft_name = load_draft_file(target, args.draft), args.draft
     elif args.draft: draft, args.draft_name = load_target(args.draft, dtype=args.dtype, device=dev)[0], args.draft
     elif args.draft_layers: draft, args.draft_name = slice_draft(target, args.draft_layers), f"first {args.draft_layers} target layers, untrained"
     else:
         try:
+            if getattr(args, "draft_design", None) != "slice":
+                try:
+                    draft = load_shipped_drafter(target)
+                    args.draft_name = f"feature drafter shipped with flashspec (EAGLE-3 style, {len(draft.vocab)}-token head)"
+                    return _quantized(target, tok, draft, args)
+                except FileNotFoundError:
+                    if getattr(args, "draft_design", None) == "eagle3": raise
             draft = load_distilled_draft(target)
             v = getattr(draft, "draft_vocab", None)
             args.draft_name = (f"distilled draft shipped with flashspec ({draft.config.num_hidden_layers} layers"
@@ -52,7 +68,11 @@ def load_models(args:argparse.Namespace):
             print(f"flashspec: no distilled draft for this target ({e}); drafting with its first 4 layers, untrained.",
                   file=sys.stderr)
             draft, args.draft_name = slice_draft(target, 4), "first 4 target layers, untrained"
-    if getattr(args, "quantize", None):  # in place, after the draft is made: the draft is a float copy
+    return _quantized(target, tok, draft, args)
+
+def _quantized(target, tok, draft, args):
+    "`(target, tok, draft)` after quantizing the target if asked: in place, after the draft is made (a float copy)."
+    if getattr(args, "quantize", None):
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             quantize_target(target, args.quantize)
