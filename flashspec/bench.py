@@ -11,17 +11,20 @@ import torch
 import transformers
 from .models import encode_chat, atomic_write, hardware
 from .data import read_prompts
-from .load import load_models
+from .load import load_models, adaptive_config
 from .tree import TreeConfig
 from .verify import Sampling
 from .decode import generate, Drafter, ModelDrafter, MergedDrafter, PromptLookupDrafter, DecodeStats
 from .kvcache import StaticKVCache
+from .adaptive import AdaptiveConfig, AdaptiveDrafter
+from .batch import monitor, monitor_html
 
 # %% auto #0
 __all__ = ['METHODS', 'run_method', 'bench', 'summarize', 'table', 'category_table', 'plot', 'add_cli', 'cmd_bench']
 
 # %% ../nbs/08_bench.ipynb #ebae1835
-METHODS = ("hf", "hf-static", "hf-assisted", "hf-lookup", "ar", "flashspec", "flashspec-lookup", "flashspec-merged")
+METHODS = ("hf", "hf-static", "hf-assisted", "hf-lookup", "ar", "flashspec", "flashspec-lookup", "flashspec-merged",
+           "flashspec-adaptive")
 
 def _hf_kwargs(sampling:Sampling, max_new_tokens, target):
     kw = dict(max_new_tokens=max_new_tokens, pad_token_id=target.generation_config.eos_token_id)
@@ -33,11 +36,13 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int, sam
                tree:TreeConfig=TreeConfig(), seed:int=0,
                min_prob:float=0.0, # adaptive trees for the model drafter (0 = the fixed `tree`)
                engine:str="auto", compile:bool=False, # flashspec's forward (see `generate`)
+               adaptive:AdaptiveConfig|None=None, # `flashspec-adaptive`'s settings (None: the defaults)
               ) -> tuple[list[int], DecodeStats|None, float]:
     "Decode `ids` with one method; returns `(new tokens, DecodeStats or None, seconds)`."
     if method not in METHODS: raise ValueError(f"Unknown method {method!r}; choose from {', '.join(METHODS)}.")
-    if method in ("hf-assisted", "flashspec", "flashspec-merged") and draft is None: raise ValueError(f"{method} needs a draft model.")
-    if method in ("hf-assisted", "flashspec-merged") and isinstance(draft, Drafter):
+    if method in ("hf-assisted", "flashspec", "flashspec-merged", "flashspec-adaptive") and draft is None:
+        raise ValueError(f"{method} needs a draft model.")
+    if method in ("hf-assisted", "flashspec-merged", "flashspec-adaptive") and isinstance(draft, Drafter):
         raise ValueError(f"{method} needs a draft model, not a {type(draft).__name__}.")
     if method == "hf-assisted" and hasattr(draft, "drafter"):
         raise ValueError("hf-assisted needs a draft causal LM; a feature drafter reads the target's states, which only flashspec passes.")
@@ -58,6 +63,7 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int, sam
             # a network with its own drafter (a feature drafter), or a causal LM
             drafter = draft.drafter(tree, min_prob=min_prob) if hasattr(draft, "drafter") else ModelDrafter(draft, tree, min_prob=min_prob)
             if method == "flashspec-merged": drafter = MergedDrafter(drafter, PromptLookupDrafter(tree.depth or 4, min_ngram=2))
+            if method == "flashspec-adaptive": drafter = AdaptiveDrafter(drafter, adaptive or AdaptiveConfig())
         out, st = generate(target, drafter, ids, max_new_tokens, sampling=sampling, tree=tree, seed=seed,
                            engine=engine, compile=compile)
     return out, st, time.perf_counter() - t0
@@ -71,12 +77,14 @@ def _fingerprint(model) -> dict|str|None:
                 checksum=round(sum(float(torch.sum(p.detach(), dtype=torch.float64)) for p in ps), 6),
                 vocab=None if getattr(model, "draft_vocab", None) is None else len(model.draft_vocab))
 
-def _journal_config(methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens, min_prob, target, draft, engine, compile) -> dict:
+def _journal_config(methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens, min_prob, target, draft, engine, compile,
+                    adaptive=None) -> dict:
     "What must match for a journal to be resumed: the run's settings, the target and the draft."
     return json.loads(json.dumps(dict(
         methods=list(methods), max_new_tokens=max_new_tokens, sampling=vars(sampling), tree=vars(tree),
         repeats=repeats, max_prompt_tokens=max_prompt_tokens, min_prob=min_prob, engine=engine, compile=compile,
-        target=_fingerprint(target), draft=_fingerprint(draft))))
+        target=_fingerprint(target), draft=_fingerprint(draft),
+        **({} if adaptive is None else dict(adaptive=vars(adaptive))))))  # absent without it: older journals still resume
 
 def _read_journal(path:Path, config:dict, prompts:list[dict], n_methods:int) -> list[dict]:
     "Records of the questions `path` holds complete; a partly run question is dropped (it is run again)."
@@ -103,6 +111,7 @@ def bench(target, tokenizer, draft, prompts:list[dict], # Spec-Bench records (`t
           min_prob:float=0.0, # adaptive trees for the model drafter (see `run_method`)
           journal:str|Path|None=None, # JSONL file: every finished question is appended; a rerun resumes from it
           engine:str="auto", compile:bool=False, # flashspec's forward (see `generate`)
+          adaptive:AdaptiveConfig|None=None, # `flashspec-adaptive`'s settings (None: the defaults)
          ) -> dict:
     "Run `methods` over `prompts`; returns the results dict (see `summarize`)."
     from tqdm.auto import tqdm
@@ -114,13 +123,14 @@ def bench(target, tokenizer, draft, prompts:list[dict], # Spec-Bench records (`t
     if len({q["question_id"] for q in prompts}) < len(prompts): raise ValueError("question_id must be unique within prompts.")
     records = []
     if journal is not None:  # header line = the settings; then one record per answer, a question at a time
-        journal, config = Path(journal), _journal_config(methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens, min_prob, target, draft, engine, compile)
+        journal, config = Path(journal), _journal_config(methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens,
+                                                         min_prob, target, draft, engine, compile, adaptive)
         if journal.exists(): records = _read_journal(journal, config, prompts, len(methods))
         # rewritten without any partly run question
         atomic_write(journal, lambda tmp: Path(tmp).write_text(_jsonl([dict(journal=config)] + records)))
     done = {r["question_id"] for r in records}
     warm = encode_chat(tokenizer, "Hi")
-    kw = dict(min_prob=min_prob, engine=engine, compile=compile)
+    kw = dict(min_prob=min_prob, engine=engine, compile=compile, adaptive=adaptive)
     for m in methods: run_method(m, target, draft, warm, 8, sampling, tree, **kw)  # warm-up (compiles, if asked)
     n_answers = sum(len(q["turns"]) for q in prompts) * len(methods)
     bar = tqdm(total=n_answers, initial=len(records), desc="bench", disable=not progress, file=sys.stderr)
@@ -191,6 +201,9 @@ def summarize(records:list[dict], methods:list[str], sampling:Sampling, meta:dic
     for c in dict.fromkeys(r["category"] for r in records):
         hf_c = _agg(by("hf", c), None, {}, False)["tokens_per_s"] if "hf" in methods else None
         res["per_category"][c] = {m: _agg(by(m, c), hf_c, hf_out, greedy) for m in methods}
+    # acceptance per request type with the healthy ranges flagged (see *Many requests at once*)
+    res["monitor"] = {m: monitor(records, baseline="hf" if "hf" in methods else None, method=m)
+                      for m in methods if m.startswith("flashspec")}
     return res
 
 def table(res:dict) -> str:
@@ -264,21 +277,30 @@ def cmd_bench(args):
     s = Sampling(args.temperature, args.top_k, args.top_p)
     meta = dict(hardware=hardware(args.device), dtype=args.dtype, model=args.target or "SmolLM2-135M-Instruct (embedded)",
                 draft=args.draft_name,
-                tree=dict(depth=args.depth, width=args.width, min_prob=args.min_prob), max_new_tokens=args.max_new_tokens,
+                tree=dict(name=args.tree_name, paths=args.tree.index_paths(), min_prob=args.min_prob), max_new_tokens=args.max_new_tokens,
                 prompts=str(args.prompts or "Spec-Bench"), n_questions=len(prompts))
     meta["quantize"] = getattr(args, "quantize", None)  # INT8 method applied to the target, or None
     meta.update(engine=args.engine, compile=args.compile)
+    adaptive = adaptive_config(args)
+    if adaptive is None and "flashspec-adaptive" in args.methods: adaptive = AdaptiveConfig()
+    if adaptive is not None: meta["adaptive"] = vars(adaptive)
     meta["label"] = (f"{meta['model']}, {args.dtype}{', ' + meta['quantize'] if meta['quantize'] else ''}, draft: {meta['draft']}, "
                      f"{meta['hardware']}, {datetime.date.today()}")
-    if isinstance(draft, PromptLookupDrafter) and any(m in ("flashspec", "hf-assisted", "flashspec-merged") for m in args.methods):
+    if isinstance(draft, PromptLookupDrafter) and any(m in ("flashspec", "hf-assisted", "flashspec-merged", "flashspec-adaptive")
+                                                      for m in args.methods):
         raise ValueError("--lookup gives no draft model: use the flashspec-lookup / hf-lookup methods instead.")
     journal = Path(args.journal or args.out + ".journal.jsonl")
     if journal.exists(): print(f"resuming from {journal}", file=sys.stderr)
-    res = bench(target, tok, draft, prompts, args.methods, args.max_new_tokens, s, TreeConfig(args.depth, args.width),
-                args.repeats, meta=meta, min_prob=args.min_prob, journal=journal, engine=args.engine, compile=args.compile)
+    res = bench(target, tok, draft, prompts, args.methods, args.max_new_tokens, s, args.tree,
+                args.repeats, meta=meta, min_prob=args.min_prob, journal=journal, engine=args.engine, compile=args.compile,
+                adaptive=adaptive)
     atomic_write(args.out, lambda tmp: Path(tmp).write_text(json.dumps(res, indent=1)))
     journal.unlink()
     print(meta["label"]); print(table(res)); print(); print(category_table(res, "flashspec" if "flashspec" in args.methods else args.methods[-1]))
     if args.plot: plot(res, path=args.plot)
+    for m, summary in res["monitor"].items():  # one page a person can read per speculative method
+        page = Path(args.out).with_suffix(f".{m}.html")
+        monitor_html(summary, f"flashspec monitor: {m}, {meta['label']}", page)
+        print(f"monitor report: {page}")
     print(f"results written to {args.out}")
     return 0

@@ -9,8 +9,8 @@ from .models import encode_chat, hardware
 from .data import read_prompts
 from .tree import TreeConfig
 from .verify import Sampling
-from .decode import generate, Drafter, ModelDrafter
-from .load import model_args, load_models
+from .decode import generate
+from .load import model_args, load_models, make_drafter, adaptive_config
 from .bench import add_cli as bench_cli, bench, table
 from .distill import add_cli as distill_cli
 
@@ -30,11 +30,8 @@ def cmd_generate(args):
         text = tok.decode(so_far, skip_special_tokens=True)
         sys.stdout.write(text[len(printed):]); sys.stdout.flush(); printed = text
     s = Sampling(args.temperature, args.top_k, args.top_p)
-    tree = TreeConfig(args.depth, args.width)
-    if hasattr(draft, "drafter"): draft = draft.drafter(tree, min_prob=args.min_prob)  # a feature drafter
-    elif not isinstance(draft, Drafter): draft = ModelDrafter(draft, tree, min_prob=args.min_prob)
-    out, st = generate(target, draft, ids, args.max_new_tokens, sampling=s, tree=tree, seed=args.seed, streamer=stream,
-                       engine=args.engine, compile=args.compile)
+    out, st = generate(target, make_drafter(draft, args), ids, args.max_new_tokens, sampling=s, seed=args.seed,
+                       streamer=stream, engine=args.engine, compile=args.compile)
     sys.stdout.write("\n")
     acc = "n/a" if st.acceptance_rate is None else f"{st.acceptance_rate:.2f}"
     print(f"[{st.new_tokens} tokens, {st.ms_per_token:.1f} ms/token, {st.mean_accepted_length:.2f} tokens per target "
@@ -47,13 +44,19 @@ def cmd_demo(args):
     target, tok, draft = load_models(args)
     prompts = [dict(q, turns=q["turns"][:1]) for q in read_prompts(args.prompts, limit=args.n)]
     name = args.target or "SmolLM2-135M-Instruct (embedded)"
-    label = (f"flashspec demo, {datetime.date.today()}: target {name}, {args.dtype}{', ' + args.quantize if args.quantize else ''}; draft: {args.draft_name}; tree depth "
-             f"{args.depth} x width {args.width}{f', adaptive (min_prob {args.min_prob:g})' if args.min_prob else ''}; {len(prompts)} Spec-Bench prompts, greedy, max {args.max_new_tokens} "
-             f"new tokens; {hardware(args.device)}")
+    q = f", {args.quantize}" if args.quantize else ""
+    mp = f", adaptive (min_prob {args.min_prob:g})" if args.min_prob else ""
+    label = (f"flashspec demo, {datetime.date.today()}: target {name}, {args.dtype}{q}; draft: {args.draft_name}; "
+             f"{args.tree_name}{mp}; {len(prompts)} Spec-Bench prompts, greedy, max {args.max_new_tokens} new tokens; "
+             f"{hardware(args.device)}")
     print(label)
-    methods = ["hf", "ar", "flashspec"] + ([] if args.lookup else ["flashspec-lookup", "flashspec-merged"])
-    res = bench(target, tok, draft, prompts, methods, args.max_new_tokens, tree=TreeConfig(args.depth, args.width),
-                meta=dict(label=label), min_prob=args.min_prob, engine=args.engine, compile=args.compile)
+    adaptive = adaptive_config(args)
+    if adaptive is not None: print(f"flashspec-adaptive: {adaptive}")
+    methods = (["hf", "ar", "flashspec"] + ([] if args.lookup else ["flashspec-lookup", "flashspec-merged"])
+               + ([] if adaptive is None or args.lookup else ["flashspec-adaptive"]))
+    res = bench(target, tok, draft, prompts, methods, args.max_new_tokens, tree=args.tree,
+                meta=dict(label=label), min_prob=args.min_prob, engine=args.engine, compile=args.compile,
+                adaptive=adaptive)
     print(table(res))
     bad = [m for m, r in res["methods"].items() if r["identical_to_hf"] != 1.0]
     if bad:

@@ -16,7 +16,7 @@ from .engine import make_forward, TreeInputs, greedy_accept
 
 # %% auto #0
 __all__ = ['Draft', 'Drafter', 'TreeDrafter', 'ModelDrafter', 'PromptLookupDrafter', 'merge_drafts', 'MergedDrafter',
-           'DecodeStats', 'generate']
+           'DecodeStats', 'check_prompt', 'check_room', 'prefill_prompt', 'end_round', 'generate']
 
 # %% ../nbs/07_decode.ipynb #02cc599b
 @dataclass
@@ -64,6 +64,12 @@ class TreeDrafter(Drafter):
             if widest > len(self.vocab): raise ValueError(f"A node has {widest} children but vocab has {len(self.vocab)} tokens.")
 
     def _tokens(self, pick): return pick if self.vocab is None else self.vocab[pick]  # head index -> token id
+
+    def set_tree(self, paths:tuple) -> None:
+        "Propose trees of these index paths from the next round on (a per-request budget); at most `max_nodes` nodes."
+        t = compile_tree(tuple(paths))
+        if t.n_nodes > self.max_nodes: raise ValueError(f"A tree of {t.n_nodes} nodes exceeds max_nodes={self.max_nodes}.")
+        self.tree = t
 
     def root_logits(self, context, hidden) -> torch.Tensor|None:
         "(S,) the drafter's logits after the root (its head's indices), having taken in the new context; None = no proposal."
@@ -267,6 +273,61 @@ def _eos_set(target, eos_token_id):
     if eos_token_id is None: return set()
     return set(eos_token_id) if isinstance(eos_token_id, (list, tuple)) else {int(eos_token_id)}
 
+def check_prompt(target, input_ids, max_new_tokens:int) -> torch.Tensor:
+    "The prompt as a non-empty `(L,)` tensor of in-vocabulary ids, or a clear `ValueError`."
+    ids = torch.as_tensor(input_ids)
+    if ids.dim() == 2:
+        if ids.shape[0] != 1: raise ValueError(f"generate decodes one sequence at a time; got a batch of {ids.shape[0]}.")
+        ids = ids[0]
+    if ids.dim() != 1 or len(ids) == 0: raise ValueError("input_ids must be a non-empty 1D sequence of token ids.")
+    if max_new_tokens < 1: raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}.")
+    vocab = target.get_output_embeddings().out_features
+    if int(ids.max()) >= vocab or int(ids.min()) < 0: raise ValueError(f"input_ids out of the vocabulary (0..{vocab-1}).")
+    return ids
+
+def check_room(target, n_prompt:int, max_new_tokens:int, n_tree:int, # the drafter's `max_nodes`
+               max_len:int|None) -> int:
+    "The cache size a request needs (`max_len`, or just enough when None); a clear `ValueError` if it does not fit."
+    need = n_prompt + max_new_tokens + n_tree
+    if max_len is None: max_len = need
+    limit = getattr(target.config, "max_position_embeddings", None)
+    if need > max_len:
+        raise ValueError(f"Prompt ({n_prompt}) + max_new_tokens ({max_new_tokens}) + a tree ({n_tree}) need {need} "
+                         f"cache slots; max_len is {max_len}.")
+    if limit and n_prompt + max_new_tokens > limit:
+        raise ValueError(f"Prompt + max_new_tokens = {n_prompt + max_new_tokens} exceeds the model's "
+                         f"max_position_embeddings ({limit}).")
+    return max_len
+
+def prefill_prompt(fwd, cache:StaticKVCache, # a one-row cache (or one row's view), filled up to `cache.lengths[0]`
+                   ids:torch.Tensor, # (L,) the whole context; its last token stays out (the first root)
+                   layers:tuple=(), dtype=torch.float32) -> torch.Tensor|None:
+    "Write `ids[n0:-1]` after the row's `n0` cached tokens in one forward; `(L - 1 - n0, F)` features if `layers`."
+    n0, n = int(cache.lengths[0]), len(ids) - 1
+    if n <= n0: return None
+    dev = cache.keys[0].device
+    _, feats = fwd(cache, ids[None, n0:n].to(dev), torch.arange(n0, n, device=dev)[None], torch.arange(n0, n, device=dev),
+                   causal_bias(cache, cache.lengths, n - n0, dtype).to(dev), layers, rows=torch.arange(0, device=dev))
+    cache.lengths += n - n0
+    return None if feats is None else feats[0]
+
+def end_round(stats:DecodeStats, drafter:Drafter, d:Draft, path:list[int], bonus:int,
+              out:list, # the request's output so far: extended in place
+              context:torch.Tensor, max_new_tokens:int, eos:set, streamer=None) -> tuple[torch.Tensor, bool]:
+    "A round's tail: stats, the drafter told, the new tokens cut at `max_new_tokens` and after EOS; `(context, done)`."
+    stats.target_forwards += 1
+    stats.accepted.append(len(path) - 1); stats.drafted_depth.append(d.tree.max_depth)
+    stats.nodes.append(d.tree.n_nodes); stats.ranks.append(d.tree.rank[path[1:]].tolist())
+    drafter.accepted(d.tree.max_depth, len(path) - 1)
+    new = d.tokens[path[1:]].tolist() + [bonus]
+    new = new[:max_new_tokens - len(out)]
+    hit = next((i for i, x in enumerate(new) if x in eos), None)
+    if hit is not None: new = new[:hit + 1]  # stop right after EOS
+    out += new
+    context = torch.cat([context, torch.tensor(new, dtype=context.dtype)])
+    if streamer is not None: streamer(new)
+    return context, hit is not None or len(out) >= max_new_tokens
+
 @torch.no_grad()
 def generate(target, # the target causal LM
              draft=None, # a draft model, a `Drafter`, or None for plain decoding
@@ -284,25 +345,10 @@ def generate(target, # the target causal LM
     "Speculative decoding: returns `(new token ids, DecodeStats)`. Greedy output equals the target's greedy output."
     t_start = time.perf_counter()
     check_supported(target)
-    ids = torch.as_tensor(input_ids)
-    if ids.dim() == 2:
-        if ids.shape[0] != 1: raise ValueError(f"generate decodes one sequence at a time; got a batch of {ids.shape[0]}.")
-        ids = ids[0]
-    if ids.dim() != 1 or len(ids) == 0: raise ValueError("input_ids must be a non-empty 1D sequence of token ids.")
-    if max_new_tokens < 1: raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}.")
-    vocab = target.get_output_embeddings().out_features
-    if int(ids.max()) >= vocab or int(ids.min()) < 0: raise ValueError(f"input_ids out of the vocabulary (0..{vocab-1}).")
+    ids = check_prompt(target, input_ids, max_new_tokens)
     drafter = _as_drafter(draft, tree, target)
     n_tree = drafter.max_nodes
-    need = len(ids) + max_new_tokens + n_tree
-    if max_len is None: max_len = need
-    limit = getattr(target.config, "max_position_embeddings", None)
-    if need > max_len:
-        raise ValueError(f"Prompt ({len(ids)}) + max_new_tokens ({max_new_tokens}) + a tree ({n_tree}) need {need} "
-                         f"cache slots; max_len is {max_len}.")
-    if limit and len(ids) + max_new_tokens > limit:
-        raise ValueError(f"Prompt + max_new_tokens = {len(ids) + max_new_tokens} exceeds the model's "
-                         f"max_position_embeddings ({limit}).")
+    max_len = check_room(target, len(ids), max_new_tokens, n_tree, max_len)
     gen = torch.Generator().manual_seed(seed) if seed is not None else None
     eos = _eos_set(target, eos_token_id)
     stats = DecodeStats()
@@ -314,13 +360,7 @@ def generate(target, # the target causal LM
     inputs = {}  # tree shape -> its `TreeInputs` (built once per shape, reused every round)
 
     cache = StaticKVCache(target, max_len)
-    pending = None  # the target's features at committed positions the drafter has not seen
-    if len(ids) > 1:  # the last prompt token is the first root
-        n = len(ids) - 1
-        _, pending = fwd(cache, ids[None, :-1].to(dev), torch.arange(n, device=dev)[None], torch.arange(n, device=dev),
-                         causal_bias(cache, cache.lengths, n, dt).to(dev), layers, rows=torch.arange(0, device=dev))
-        cache.lengths += n
-        if pending is not None: pending = pending[0]
+    pending = prefill_prompt(fwd, cache, ids, layers, dt)  # the target's features the drafter has not seen
     drafter.start(ids, max_len)
     stats.prefill_s = time.perf_counter() - t_start
     context, out = ids.clone(), []
@@ -348,18 +388,8 @@ def generate(target, # the target causal LM
         if layers: pending = feats[0, path]  # (k + 1, F): the root and the accepted nodes
         t4 = time.perf_counter()
         stats.draft_s += t1 - t0; stats.forward_s += t2 - t1; stats.accept_s += t3 - t2; stats.commit_s += t4 - t3
-        stats.target_forwards += 1
-        stats.accepted.append(len(path) - 1); stats.drafted_depth.append(d.tree.max_depth)
-        stats.nodes.append(d.tree.n_nodes); stats.ranks.append(d.tree.rank[path[1:]].tolist())
-        drafter.accepted(d.tree.max_depth, len(path) - 1)
-        new = d.tokens[path[1:]].tolist() + [bonus]
-        new = new[:max_new_tokens - len(out)]
-        hit = next((i for i, x in enumerate(new) if x in eos), None)
-        if hit is not None: new = new[:hit + 1]  # stop right after EOS
-        out += new
-        context = torch.cat([context, torch.tensor(new, dtype=context.dtype)])
-        if streamer is not None: streamer(new)
-        if hit is not None: break
+        context, done = end_round(stats, drafter, d, path, bonus, out, context, max_new_tokens, eos, streamer)
+        if done: break
     stats.new_tokens = len(out)
     stats.total_s = time.perf_counter() - t_start
     return out, stats

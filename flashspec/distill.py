@@ -485,6 +485,7 @@ def cmd_distill_eagle3(args):
     fd, log = train_feature_drafter(target, train, args.out, steps=args.steps, batch_size=args.train_batch_size, lr=args.lr,
                                     warmup=args.warmup, ttt_steps=args.ttt_steps, w_ce=args.w_ce, w_kd=args.w_kd, T=args.T,
                                     step_decay=args.step_decay, vocab=vocab, mixed_precision=args.mixed_precision, seed=args.seed,
+                                    ckpt_every=args.ckpt_every,
                                     meta=dict(command=" ".join(["flashspec"] + list(argv)),
                                               held_out=json.dumps(held.rows.tolist()) if held is not None else ""))
     (Path(args.out)/"log.json").write_text(json.dumps(log))

@@ -18,7 +18,8 @@ from .decode import Drafter, TreeDrafter
 # %% auto #0
 __all__ = ['EAGLE_WEIGHTS', 'aux_layers', 'answer_mask', 'last_rows', 'extract_features', 'FeatureDraft', 'ttt_forward',
            'FeatureData', 'collate_features', 'ttt_loss', 'FeatureDrafter', 'cache_vocab', 'train_feature_drafter',
-           'load_feature_drafter', 'load_shipped_drafter', 'load_draft_file', 'rank_acceptance', 'export_eagle3']
+           'load_feature_drafter', 'load_shipped_drafter', 'load_draft_file', 'rank_acceptance', 'store_acceptance',
+           'export_eagle3']
 
 # %% ../nbs/07b_eagle.ipynb #14a8b421
 def aux_layers(n_layers:int) -> tuple[int, int, int]:
@@ -374,6 +375,7 @@ def train_feature_drafter(target, data:FeatureData, out:str|Path, # folder for c
                           ttt_steps:int=3, w_ce:float=1.0, w_kd:float=1.0, T:float=1.0, step_decay:float=0.8,
                           vocab=None, # token ids of the head's subset (see `cache_vocab`); None = all
                           mixed_precision:str="bf16", seed:int=0, progress:bool=True, on_step=None, meta:dict|None=None,
+                          ckpt_every:int=100, # steps between checkpoints (a killed run resumes from the last)
                          ) -> tuple[FeatureDraft, list[dict]]:
     "Train a `FeatureDraft` for `target` on a feature cache; resumes from `out`. Returns `(draft, log)`."
     from flashspec.distill import train_draft, target_fingerprint
@@ -388,6 +390,7 @@ def train_feature_drafter(target, data:FeatureData, out:str|Path, # folder for c
                 ttt_steps=ttt_steps, step_decay=step_decay, cache=str(data.folder), rows=len(data))
     log = train_draft(fd, data, out, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, w_ce=w_ce, w_kd=w_kd, T=T,
                       seed=seed, mixed_precision=mixed_precision, meta=meta, vocab=None if vocab is None else fd.vocab,
+                      ckpt_every=ckpt_every,
                       progress=progress, on_step=on_step, step_fn=step_fn)
     if param_hashes(target) != before: raise RuntimeError("Training changed the target's parameters.")
     return fd.eval(), log
@@ -441,6 +444,15 @@ def rank_acceptance(fd:FeatureDraft, data:FeatureData, steps:int=5, ranks:int=8,
             top = fd.logits(out[:, :L - s - 1]).topk(ranks, -1).indices.cpu()[m]  # (P, ranks)
             hits[s] += (top == y[:, None]).sum(0).float(); n[s] += len(y)
     return (hits / n.clamp(min=1)[:, None]).tolist()
+
+# %% ../nbs/07b_eagle.ipynb #75698f8f
+def store_acceptance(path:str|Path, P:list[list[float]]) -> Path:
+    "Store the acceptance table `P` (see `rank_acceptance`) in the metadata of the weights file at `path`, atomically."
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+    with safe_open(str(path), "pt") as f: meta, sd = dict(f.metadata() or {}), {k: f.get_tensor(k) for k in f.keys()}
+    meta["rank_acceptance"] = json.dumps([[round(float(x), 5) for x in row] for row in P])
+    return atomic_write(path, lambda t: save_file(sd, t, metadata=meta))
 
 # %% ../nbs/07b_eagle.ipynb #734bffd0
 def export_eagle3(fd:FeatureDraft, folder:str|Path, dtype=torch.bfloat16) -> Path:

@@ -4,18 +4,19 @@
 
 # %% ../nbs/05a_engine.ipynb #619217c0
 from __future__ import annotations
-import heapq, statistics, time
+import heapq, json, statistics, time
+from pathlib import Path
 import torch
 import torch.nn.functional as F
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, eager_attention_forward
-from .models import check_supported
+from .models import check_supported, atomic_write
 from .tree import Tree, TreeConfig, compile_tree
 from .kvcache import StaticKVCache, forward as hf_forward
 
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'ENGINES', 'NativeForward', 'TreeInputs', 'greedy_accept', 'HFForward', 'make_forward', 'forward_ms',
-           'expected_accepted', 'optimal_tree', 'best_tree']
+           'expected_accepted', 'optimal_tree', 'best_tree', 'tree_costs', 'draft_acceptance', 'auto_tree']
 
 # %% ../nbs/05a_engine.ipynb #5eac01f2
 NATIVE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
@@ -43,9 +44,9 @@ class NativeForward:
         B, T = tokens.shape
         x = self.embed(tokens)                                               # (B, T, d)
         cos, sin = self.rotary(x, positions)
-        feats = []
+        got = {}  # hidden-state index -> (B, T, d), as Hugging Face's `hidden_states[index]`
         for i, layer in enumerate(self.layers):
-            if i in layers: feats.append(x)
+            if i in layers: got[i] = x
             a, h = layer.self_attn, layer.input_layernorm(x)
             shape = (B, T, -1, a.head_dim)
             q, k, v = a.q_proj(h).view(shape), a.k_proj(h).view(shape), a.v_proj(h).view(shape)
@@ -56,9 +57,9 @@ class NativeForward:
             x = x + a.o_proj(o.reshape(B, T, -1))
             x = x + layer.mlp(layer.post_attention_layernorm(x))
         x = self.norm(x)
-        if len(self.layers) in layers: feats.append(x)
+        if len(self.layers) in layers: got[len(self.layers)] = x
         logits = self.head(x if rows is None else x[:, rows])
-        return logits, (torch.cat(feats, -1) if feats else None)
+        return logits, (torch.cat([got[l] for l in layers], -1) if layers else None)  # in `layers` order
 
 # %% ../nbs/05a_engine.ipynb #58578614
 class TreeInputs:
@@ -197,3 +198,69 @@ def best_tree(P, verify_ms, # verify_ms(N) -> ms of a target forward over N node
         rows.append(dict(nodes=n + 1, depth=depth, tokens=e, ms=ms, tokens_per_ms=e / ms, paths=paths))
     best = max(rows, key=lambda r: r["tokens_per_ms"])
     return TreeConfig(paths=best["paths"]) if best["paths"] else TreeConfig(0, 1), rows
+
+# %% ../nbs/05a_engine.ipynb #a2a98e3d
+def _interp(table:dict):
+    "Piecewise-linear through `{x: y}` (keys ints or their strings), extended linearly past both ends."
+    pts = sorted((int(k), float(v)) for k, v in table.items())
+    def f(x):
+        if len(pts) == 1: return pts[0][1]
+        i = next((j for j, (v, _) in enumerate(pts) if v >= x), len(pts) - 1)
+        (x0, y0), (x1, y1) = pts[max(i, 1) - 1], pts[max(i, 1)]
+        return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return f
+
+def _costs_key(target, draft, engine:str, compile:bool) -> str:
+    "Which measurement a cost entry is: hardware, target, dtype, engine, draft, threads."
+    from flashspec.models import hardware
+    from flashspec.distill import target_fingerprint
+    w = target.get_output_embeddings().weight
+    n = sum(p.numel() for p in draft.parameters()) if isinstance(draft, torch.nn.Module) else 0
+    v = getattr(draft, "vocab", None)
+    return (f"{hardware(w.device)}|{target_fingerprint(target)}|{w.dtype}|{engine}|compile={compile}|"
+            f"{type(draft).__name__}:{n}:{0 if v is None else len(v)}|threads={torch.get_num_threads()}")
+
+# %% ../nbs/05a_engine.ipynb #c783e5a7
+@torch.no_grad()
+def tree_costs(target, draft, # the target, and the draft `generate` takes (model, network or `Drafter` class)
+               sizes=(1, 2, 3, 4, 6, 8, 12, 16, 24, 32), # forward sizes N measured
+               depths=(0, 1, 2, 3, 4, 6), # chain depths whose round cost is measured
+               engine:str="auto", compile:bool=False,
+               refresh:bool=False, # measure again even if cached
+               path=None, # the cache file (default `cache_dir()/costs.json`)
+              ) -> dict:
+    "Measured `{'verify': {N: ms}, 'round': {depth: ms}}` for `target` and `draft` here (cached, see above)."
+    from flashspec.models import cache_dir
+    from flashspec.decode import generate, _as_drafter
+    path = Path(path) if path else cache_dir()/"costs.json"
+    key = _costs_key(target, draft, engine, compile)
+    book = json.loads(path.read_text()) if path.exists() else {}
+    if key in book and not refresh: return book[key]
+    verify = {n: forward_ms(target, n, engine=engine, compile=compile) for n in sizes}
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, target.config.vocab_size, (64,), generator=g)
+    rnd = {}
+    for d in depths:
+        dr = _as_drafter(draft if d else None, TreeConfig(d, 1) if d else None, target)
+        generate(target, dr, ids, 4, engine=engine, compile=compile)          # warm-up
+        _, st = generate(target, dr, ids, 16, engine=engine, compile=compile, eos_token_id=[])
+        rnd[d] = 1000 * (st.total_s - st.prefill_s - st.forward_s) / st.target_forwards
+    book[key] = dict(verify=verify, round=rnd)
+    atomic_write(path, lambda t: Path(t).write_text(json.dumps(book, indent=1)))
+    return book[key]
+
+def draft_acceptance(draft) -> list|None:
+    "The acceptance table `P[s][r]` measured for `draft` and stored with its weights (None if there is none)."
+    p = (getattr(draft, "meta", None) or {}).get("rank_acceptance")
+    return json.loads(p) if p else None
+
+def auto_tree(target, draft, P=None, # acceptance table (default: `draft_acceptance(draft)`)
+              costs:dict|None=None, # measured costs (default: `tree_costs(target, draft, ...)`)
+              max_nodes:int=32, **kw) -> tuple[TreeConfig, list[dict]]:
+    "The cost model's tree for `draft` on this machine: `(TreeConfig, every budget's figures)` (see `best_tree`)."
+    P = P if P is not None else draft_acceptance(draft)
+    if P is None: raise ValueError("auto_tree needs the drafter's acceptance table P: none is stored with this draft.")
+    costs = costs or tree_costs(target, draft, **kw)
+    verify, rnd = _interp(costs["verify"]), _interp(costs["round"])
+    over = rnd(0)
+    return best_tree(P, verify, lambda d: max(rnd(d) - over, 0.0), max_nodes, overhead_ms=over)

@@ -8,16 +8,48 @@ import argparse, sys, warnings
 import torch
 from .models import load_target
 from .draft import slice_draft
-from .decode import PromptLookupDrafter
+from .tree import TreeConfig
+from .decode import Drafter, ModelDrafter, PromptLookupDrafter
+from .adaptive import AdaptiveConfig, AdaptiveDrafter
 from .distill import load_distilled_draft
 from .eagle import load_shipped_drafter, load_draft_file
 from .quant import QUANT_METHODS, quantize_target
-from .engine import ENGINES
+from .engine import ENGINES, auto_tree, draft_acceptance
 
 # %% auto #0
-__all__ = ['model_args', 'load_models']
+__all__ = ['adaptive_args', 'adaptive_config', 'model_args', 'load_models', 'choose_tree', 'make_drafter']
 
 # %% ../nbs/07a_load.ipynb #0ca93320
+def adaptive_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
+    "Add the adaptive-drafting options (`--adaptive` and the `AdaptiveConfig` fields) to `p`."
+    d = AdaptiveConfig()
+    g = p.add_argument_group("adaptive drafting", "confidence-driven tree length and width (see flashspec.adaptive)")
+    g.add_argument("--adaptive", action="store_true", help="grow each tree by the draft's confidence instead of the fixed "
+                   "--depth x --width tree")
+    g.add_argument("--min-draft-length", type=int, default=d.min_draft_length, help="the best chain is at least this deep")
+    g.add_argument("--max-draft-length", type=int, default=d.max_draft_length, help="no node deeper than this")
+    g.add_argument("--confidence-threshold", type=float, default=d.confidence_threshold,
+                   help="starting threshold on a node's path probability under the draft")
+    g.add_argument("--acceptance-window", type=int, default=d.acceptance_window, help="rounds the threshold adapts over")
+    g.add_argument("--threshold-step", type=float, default=d.threshold_step, help="how far the threshold moves per round")
+    g.add_argument("--no-adaptive-threshold", action="store_true", help="keep the threshold at --confidence-threshold")
+    g.add_argument("--marginal-acceptance", type=float, default=d.marginal_acceptance,
+                   help="how often the deepest drafted token must be accepted to pay for itself")
+    g.add_argument("--max-width", type=int, default=d.max_width, help="children per node at most")
+    g.add_argument("--max-nodes", type=int, default=d.max_nodes, help="nodes per tree at most, root included")
+    g.add_argument("--fixed-length", action="store_true", help="the best chain always runs to --max-draft-length")
+    g.add_argument("--fixed-width", action="store_true", help="the backbone gets --max-width alternatives, other nodes none")
+    return p
+
+def adaptive_config(args:argparse.Namespace) -> AdaptiveConfig|None:
+    "The `AdaptiveConfig` the options ask for, or None without `--adaptive` (a `ValueError` for bad values)."
+    if not getattr(args, "adaptive", False): return None
+    return AdaptiveConfig(min_draft_length=args.min_draft_length, max_draft_length=args.max_draft_length,
+                          confidence_threshold=args.confidence_threshold, acceptance_window=args.acceptance_window,
+                          adaptive_enabled=not args.no_adaptive_threshold, threshold_step=args.threshold_step,
+                          max_width=args.max_width, max_nodes=args.max_nodes, dynamic_length=not args.fixed_length,
+                          dynamic_width=not args.fixed_width, marginal_acceptance=args.marginal_acceptance)
+
 def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
     "Add the options that choose the target, the draft, the tree, the dtype, the device and an INT8 method to `p`."
     p.add_argument("--target", help="local HF checkpoint of the target (default: embedded SmolLM2-135M-Instruct)")
@@ -28,10 +60,12 @@ def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--draft-design", choices=["eagle3", "slice"], help="which shipped draft (default: eagle3, the "
                    "fastest measured; slice: the distilled 2-layer slice)")
     p.add_argument("--lookup", action="store_true", help="draft by prompt lookup instead of a model")
-    p.add_argument("--depth", type=int, default=4, help="tree backbone depth K")
-    p.add_argument("--width", type=int, default=3, help="alternatives per level M")
+    p.add_argument("--depth", type=int, help="tree backbone depth K (default: the cost model's tree for this draft "
+                   "and machine where the draft carries its measured acceptance, else 4)")
+    p.add_argument("--width", type=int, help="alternatives per level M (default: as --depth, else 3)")
     p.add_argument("--min-prob", type=float, default=0.0,
                    help="adaptive tree: draft a token only where the draft gives it at least this probability (0 = fixed tree)")
+    adaptive_args(p)
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--device", default="cpu", help="where the target and draft run: cpu, cuda, cuda:1, ...")
     p.add_argument("--quantize", choices=list(QUANT_METHODS), help="quantize the target's decoder layers to INT8 "
@@ -47,7 +81,7 @@ def load_models(args:argparse.Namespace):
     dev = getattr(args, "device", "cpu")
     if str(dev).startswith("cuda") and not torch.cuda.is_available(): raise ValueError(f"--device {dev}: no CUDA device here.")
     target, tok = load_target(args.target, dtype=args.dtype, device=dev)
-    if args.lookup: draft, args.draft_name = PromptLookupDrafter(depth=args.depth), "prompt lookup"
+    if args.lookup: draft, args.draft_name = PromptLookupDrafter(depth=args.depth or 4), "prompt lookup"
     elif args.draft and str(args.draft).endswith(".safetensors"): draft, args.draft_name = load_draft_file(target, args.draft), args.draft
     elif args.draft: draft, args.draft_name = load_target(args.draft, dtype=args.dtype, device=dev)[0], args.draft
     elif args.draft_layers: draft, args.draft_name = slice_draft(target, args.draft_layers), f"first {args.draft_layers} target layers, untrained"
@@ -71,10 +105,32 @@ def load_models(args:argparse.Namespace):
     return _quantized(target, tok, draft, args)
 
 def _quantized(target, tok, draft, args):
-    "`(target, tok, draft)` after quantizing the target if asked: in place, after the draft is made (a float copy)."
+    "`(target, tok, draft)` after quantizing the target if asked (in place, after the draft is made), `args.tree` chosen."
     if getattr(args, "quantize", None):
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             quantize_target(target, args.quantize)
         for w in seen: print(f"flashspec: warning: {w.message}", file=sys.stderr)
+    args.tree, args.tree_name = choose_tree(target, draft, args)  # on the target that runs (quantized or not)
     return target, tok, draft
+
+def choose_tree(target, draft, args:argparse.Namespace) -> tuple[TreeConfig, str]:
+    "`(tree, its description)`: `--depth` x `--width` if either is given, else the cost model's tree, else 4 x 3."
+    fixed = args.depth is not None or args.width is not None
+    if fixed or isinstance(draft, Drafter) or draft_acceptance(draft) is None:
+        t = TreeConfig(4 if args.depth is None else args.depth, 3 if args.width is None else args.width)
+        return t, f"tree depth {t.depth} x width {t.width}"
+    t, _ = auto_tree(target, draft, engine=getattr(args, "engine", "auto"), compile=getattr(args, "compile", False))
+    paths = t.index_paths()
+    return t, (f"cost-model tree ({len(paths) + 1} nodes, depth {max(map(len, paths), default=0)}, measured here)")
+
+# %% ../nbs/07a_load.ipynb #2d14a904
+def make_drafter(draft, args:argparse.Namespace) -> Drafter:
+    "The drafter for a draft from `load_models` under the tree options (`--depth`, `--width`, `--min-prob`, `--adaptive`)."
+    cfg = adaptive_config(args)
+    if isinstance(draft, Drafter):
+        if cfg is not None: raise ValueError(f"--adaptive needs a draft model, not {type(draft).__name__}.")
+        return draft
+    tree, mp = getattr(args, "tree", None) or choose_tree(None, draft, args)[0], getattr(args, "min_prob", 0.0)
+    inner = draft.drafter(tree, min_prob=mp) if hasattr(draft, "drafter") else ModelDrafter(draft, tree, min_prob=mp)
+    return inner if cfg is None else AdaptiveDrafter(inner, cfg)

@@ -10,6 +10,8 @@ from flashspec.draft import slice_draft
 from flashspec.tree import TreeConfig, compile_tree
 from flashspec.verify import Sampling, probs
 from flashspec.decode import generate, Drafter, Draft, ModelDrafter, PromptLookupDrafter, MergedDrafter, merge_drafts
+from flashspec.eagle import FeatureDraft
+from flashspec.adaptive import AdaptiveConfig, AdaptiveDrafter
 
 
 def hf_greedy(target, prompt, n):
@@ -150,6 +152,44 @@ def test_sampling_matches_target_distribution(kind):
            "prompt lookup": lambda: PromptLookupDrafter(3)}
     pv = _two_token_chi2(target, fns[kind], s, n=1200, seed=1)
     assert pv > 1e-4, pv
+
+
+# confidence-driven trees: nodes get children where their path probability clears 0.2 (some do, some do not at
+# this spread-out p), and a window of 1 round moves the threshold after the first round, before the second token
+_ADAPTIVE = AdaptiveConfig(confidence_threshold=0.2, max_draft_length=3, max_width=3, max_nodes=8, acceptance_window=1)
+
+
+def _adaptive_case(kind):
+    "A 4-layer target (the feature drafter reads 3 distinct layers) and a maker of the adaptive drafter `kind`."
+    target = tiny_llama(n_layers=4, vocab_size=6, hidden=32, seed=5, tie=False)
+    fd = FeatureDraft(target)
+    torch.manual_seed(0)
+    for p in fd.parameters(): torch.nn.init.normal_(p, std=0.3)  # a feature drafter far from uniform
+    fixed_width = AdaptiveConfig(**{**vars(_ADAPTIVE), "dynamic_width": False, "max_width": 2})
+    return target, {"slice": lambda: AdaptiveDrafter(ModelDrafter(slice_draft(target, 1)), _ADAPTIVE),
+                    "slice, fixed width": lambda: AdaptiveDrafter(ModelDrafter(slice_draft(target, 1)), fixed_width),
+                    "feature drafter": lambda: AdaptiveDrafter(fd.drafter(), _ADAPTIVE)}[kind]
+
+
+@pytest.mark.parametrize("kind", ["slice", "slice, fixed width", "feature drafter"])
+@pytest.mark.parametrize("temperature,top_k", [(1.0, 0), (0.7, 4)])
+def test_adaptive_sampling_matches_target_distribution(kind, temperature, top_k):
+    "Adaptive trees decide every shape from q before drawing: the emitted tokens have the target's distribution."
+    target, fn = _adaptive_case(kind)
+    pv = _two_token_chi2(target, fn, Sampling(temperature=temperature, top_k=top_k), n=1200, seed=4)
+    assert pv > 1e-4, pv
+
+
+@pytest.mark.parametrize("kind", ["slice", "feature drafter"])
+def test_adaptive_trees_vary(kind):
+    "The chi-square cases above draw trees of several sizes, not one fixed tree."
+    target, fn = _adaptive_case(kind)
+    sizes = set()
+    for i in range(30):
+        ad = fn()
+        generate(target, ad, [2, 3, 4], 2, sampling=Sampling(1.0), seed=i, eos_token_id=-1)
+        sizes |= {h["nodes"] for h in ad.history}
+    assert len(sizes) >= 3, sizes
 
 
 def test_sampling_check_has_power(monkeypatch):
