@@ -15,7 +15,7 @@ from .verify import Sampling, probs, verify_sampling
 from .kvcache import StaticKVCache, commit
 from .engine import make_forward, TreeInputs, greedy_accept, optimal_tree, expected_accepted
 from .decode import (Drafter, ModelDrafter, DecodeStats, check_prompt, check_room, prefill_prompt,
-                              end_round, _eos_set)
+                              end_round, _eos_set, _as_drafter)
 
 # %% auto #0
 __all__ = ['HEALTHY', 'Request', 'Result', 'drafter_factory', 'rows_view', 'acceptance_estimate', 'allocate_nodes',
@@ -59,19 +59,16 @@ class Result:
 # %% ../nbs/07e_batch.ipynb #3ef5f5ae
 def drafter_factory(draft, target):
     "A function `tree -> Drafter` making a fresh drafter per request from `draft` (see above)."
-    V = target.get_output_embeddings().out_features
-    if draft is None: return lambda tree: Drafter()
     if isinstance(draft, Drafter):
         raise ValueError("A Drafter instance holds one request's state; "
                          "pass a draft model or a factory `tree -> Drafter`.")
-    if isinstance(draft, torch.nn.Module):
-        if hasattr(draft, "drafter"):  # a network that makes its own drafters (feature drafters)
-            if getattr(draft, "V", V) != V:
-                raise ValueError(f"Draft and target vocabularies differ: the target's head has {V} outputs, "
-                                 f"the draft's {draft.V}.")
-            return lambda tree: draft.drafter(tree or TreeConfig())
-        check_compatible(target, draft)
-        return lambda tree: ModelDrafter(draft, tree or TreeConfig())
+    if draft is None or isinstance(draft, torch.nn.Module):  # checked once here, then made as `generate` makes it
+        V = target.get_output_embeddings().out_features
+        if hasattr(draft, "drafter") and getattr(draft, "V", V) != V:  # a feature drafter
+            raise ValueError(f"Draft and target vocabularies differ: the target's head has {V} outputs, "
+                             f"the draft's {draft.V}.")
+        if draft is not None and not hasattr(draft, "drafter"): check_compatible(target, draft)
+        return lambda tree: _as_drafter(draft, tree, target)
     if callable(draft): return draft
     raise ValueError(f"Cannot make drafters from {type(draft).__name__}.")
 
