@@ -239,10 +239,10 @@ def tree_costs(target, draft, # the target, and the draft `generate` takes (mode
     verify = {n: forward_ms(target, n, engine=engine, compile=compile) for n in sizes}
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, target.config.vocab_size, (64,), generator=g)
+    rest = lambda st: st.total_s - st.prefill_s - st.forward_s               # s of a run beyond prefill and forwards
     rnd = {}
     for d in depths:
         dr = _as_drafter(draft if d else None, TreeConfig(d, 1) if d else None, target)
-        rest = lambda st: st.total_s - st.prefill_s - st.forward_s           # s of a run beyond prefill and forwards
         generate(target, dr, ids, 4, engine=engine, compile=compile)          # warm-up
         a = generate(target, dr, ids, 8, engine=engine, compile=compile, eos_token_id=[])[1]
         b = generate(target, dr, ids, 40, engine=engine, compile=compile, eos_token_id=[])[1]

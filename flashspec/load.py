@@ -117,7 +117,8 @@ def _quantized(target, tok, draft, args):
 def choose_tree(target, draft, args:argparse.Namespace) -> tuple[TreeConfig, str]:
     "`(tree, its description)`: `--depth` x `--width` if either is given, else the cost model's tree, else 4 x 3."
     fixed = args.depth is not None or args.width is not None
-    if fixed or isinstance(draft, Drafter) or draft_acceptance(draft) is None:
+    # the cost model needs the target to measure and the draft's acceptance table
+    if fixed or target is None or isinstance(draft, Drafter) or draft_acceptance(draft) is None:
         t = TreeConfig(4 if args.depth is None else args.depth, 3 if args.width is None else args.width)
         return t, f"tree depth {t.depth} x width {t.width}"
     t, _ = auto_tree(target, draft, engine=getattr(args, "engine", "auto"), compile=getattr(args, "compile", False))
@@ -131,6 +132,7 @@ def make_drafter(draft, args:argparse.Namespace) -> Drafter:
     if isinstance(draft, Drafter):
         if cfg is not None: raise ValueError(f"--adaptive needs a draft model, not {type(draft).__name__}.")
         return draft
-    tree, mp = getattr(args, "tree", None) or choose_tree(None, draft, args)[0], getattr(args, "min_prob", 0.0)
+    tree = getattr(args, "tree", None) or choose_tree(None, draft, args)[0]  # set by `load_models`; else the options'
+    mp = getattr(args, "min_prob", 0.0)
     inner = draft.drafter(tree, min_prob=mp) if hasattr(draft, "drafter") else ModelDrafter(draft, tree, min_prob=mp)
     return inner if cfg is None else AdaptiveDrafter(inner, cfg)
