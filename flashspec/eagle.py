@@ -14,6 +14,7 @@ from .models import atomic_write, cache_dir, check_supported
 from .draft import param_hashes
 from .tree import TreeConfig, tree_bias, batch_trees
 from .decode import Drafter, TreeDrafter
+from .engine import Products
 
 # %% auto #0
 __all__ = ['EAGLE_WEIGHTS', 'aux_layers', 'answer_mask', 'last_rows', 'extract_features', 'FeatureDraft', 'ttt_forward',
@@ -171,16 +172,23 @@ class FeatureDraft(nn.Module):
         self.to(W.device, W.dtype if W.dtype.is_floating_point else torch.float32)
 
     def embed(self, tokens): return self.target_parts["embed"](tokens)          # (..., d)
-    def logits(self, out): return F.linear(self.target_parts["norm"](out), self.head_w)  # (..., S) over `vocab`
+    def logits(self, out): return self.lin(self.head_w, self.target_parts["norm"](out))  # (..., S) over `vocab`
+
+    def lin(self, layer, x):
+        "`layer(x)`, a linear layer or a weight (as `F.linear`): without gradients, in the engine's fastest product form."
+        if torch.is_grad_enabled():
+            return F.linear(x, layer) if isinstance(layer, torch.Tensor) else layer(x)
+        if "_products" not in self.__dict__: self.__dict__["_products"] = Products(self, extra=("head_w",))
+        return self.__dict__["_products"](x.numel() // x.shape[-1])(layer, x)
 
     def qkv(self, g, tokens, positions):
         "Queries (B, H, T, hd), keys and values (B, Hkv, T, hd) of entries pairing hidden `g` (B, T, d) with `tokens` (B, T)."
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
         B, T, _ = g.shape
         x = torch.cat([self.input_layernorm(self.embed(tokens)), self.hidden_norm(g)], -1)  # (B, T, 2d)
-        q = self.q_proj(x).view(B, T, self.H, self.hd).transpose(1, 2)
-        k = self.k_proj(x).view(B, T, self.Hkv, self.hd).transpose(1, 2)
-        v = self.v_proj(x).view(B, T, self.Hkv, self.hd).transpose(1, 2)
+        q = self.lin(self.q_proj, x).view(B, T, self.H, self.hd).transpose(1, 2)
+        k = self.lin(self.k_proj, x).view(B, T, self.Hkv, self.hd).transpose(1, 2)
+        v = self.lin(self.v_proj, x).view(B, T, self.Hkv, self.hd).transpose(1, 2)
         cos, sin = self.target_parts["rotary"](v, positions)
         q, k = apply_rotary_pos_emb(q, k, cos, sin)
         return q, k, v
@@ -188,9 +196,9 @@ class FeatureDraft(nn.Module):
     def finish(self, g, attn):
         "The rest of the layer: `g` (B, T, d) is the residual, `attn` (B, H, T, hd) the attention output; returns `out` (B, T, d)."
         B, _, T, _ = attn.shape
-        h = g + self.o_proj(attn.transpose(1, 2).reshape(B, T, -1))
+        h = g + self.lin(self.o_proj, attn.transpose(1, 2).reshape(B, T, -1))
         n = self.post_attention_layernorm(h)
-        return h + self.down_proj(F.silu(self.gate_proj(n)) * self.up_proj(n))
+        return h + self.lin(self.down_proj, F.silu(self.lin(self.gate_proj, n)) * self.lin(self.up_proj, n))
 
 # %% ../nbs/07b_eagle.ipynb #9f3c6e0c
 def ttt_forward(fd:FeatureDraft, feats:torch.Tensor, # (B, L, F) target features, F = 3d
@@ -325,7 +333,7 @@ class FeatureDrafter(TreeDrafter):
         dev = self.K.device
         if m:
             p0 = self.n
-            g = fd.fc(hidden[None].to(dev, fd.head_w.dtype))                          # (1, m, d)
+            g = fd.lin(fd.fc, hidden[None].to(dev, fd.head_w.dtype))                  # (1, m, d)
             pos = torch.arange(p0, p0 + m, device=dev)[None]
             q, k, v = fd.qkv(g, context[p0 + 1:p0 + 1 + m][None].to(dev), pos)     # entry p pairs feature p with token p + 1
             self.K[:, :, p0:p0 + m], self.Vc[:, :, p0:p0 + m] = k, v

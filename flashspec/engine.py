@@ -15,21 +15,110 @@ from .tree import Tree, TreeConfig, compile_tree
 from .kvcache import StaticKVCache, forward as hf_forward
 
 # %% auto #0
-__all__ = ['NATIVE_TYPES', 'ENGINES', 'NativeForward', 'TreeInputs', 'greedy_accept', 'HFForward', 'make_forward', 'forward_ms',
-           'expected_accepted', 'optimal_tree', 'best_tree', 'tree_costs', 'draft_acceptance', 'auto_tree']
+__all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'NativeForward', 'TreeInputs',
+           'greedy_accept', 'HFForward', 'make_forward', 'forward_ms', 'expected_accepted', 'optimal_tree', 'best_tree',
+           'tree_costs', 'draft_acceptance', 'auto_tree']
 
-# %% ../nbs/05a_engine.ipynb #5eac01f2
+# %% ../nbs/05a_engine.ipynb #7caaae8c
 NATIVE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+MATMULS = ("auto", "linear", "wx")
+
+def wx_linear(x:torch.Tensor, # (..., K)
+              w:torch.Tensor, # (N, K) a linear layer's weight
+              b:torch.Tensor|None=None, # (N,) its bias
+             ) -> torch.Tensor:
+    "`F.linear(x, w, b)` computed as `(w @ xᵀ)ᵀ`: the same product through another BLAS kernel (one row padded to two)."
+    xs = x.reshape(-1, x.shape[-1])                                       # (M, K)
+    m = xs.shape[0]
+    if m == 1: xs = torch.cat([xs, xs])                                   # (2, K): a matrix product, not a vector one
+    y = (w @ xs.t()).t()[:m].contiguous()                                 # (M, N), from (N, K) @ (K, M)
+    # (contiguous: a transposed result would hand the next product a column-major input, a slower kernel again)
+    if b is not None: y = y + b
+    return y.reshape(*x.shape[:-1], w.shape[0])
+
+def _plain_linear(mod) -> bool:
+    "A float `nn.Linear` on the CPU: the only kind `wx_linear` stands in for (quantized layers keep their own forward)."
+    return type(mod) is torch.nn.Linear and mod.weight.dtype.is_floating_point and mod.weight.device.type == "cpu"
+
+@torch.no_grad()
+def pick_matmul(weights:list, # (N, K) weights of the linear layers a forward runs, in order
+                m:int, # rows per product (tokens in the forward)
+                repeats:int=3) -> str:
+    "`'wx'` or `'linear'`: whichever multiplies `m` rows by every weight of `weights` faster here (median of `repeats`)."
+    xs = {w.shape[1]: torch.randn(m, w.shape[1], dtype=w.dtype) for w in weights}
+    def run(f):
+        t0 = time.perf_counter()
+        for w in weights: f(xs[w.shape[1]], w)
+        return time.perf_counter() - t0
+    times = {}
+    for name, f in (("linear", F.linear), ("wx", wx_linear)):
+        run(f)                                                             # warm-up
+        times[name] = statistics.median(run(f) for _ in range(repeats))
+    return min(times, key=times.get)
+
+class Products:
+    "A module's float linear products on the CPU, each in the form measured fastest for its row count (`pick_matmul`)."
+    def __init__(self, owner:torch.nn.Module, # the module whose `nn.Linear` layers are measured
+                 matmul:str="auto", # "linear" (`F.linear`), "wx" (`wx_linear`), or "auto" (measured per row count)
+                 max_pick:int=32, # with "auto", products of more rows than this use "linear" (no measurement)
+                 extra:tuple=(), # names of further (N, K) weight tensors of `owner` used as products (a head)
+                ):
+        if matmul not in MATMULS: raise ValueError(f"matmul must be one of {MATMULS}, got {matmul!r}.")
+        self.owner, self.matmul, self.max_pick, self.extra = owner, matmul, max_pick, extra
+        if "_flashspec_matmul" not in owner.__dict__: owner.__dict__["_flashspec_matmul"] = {}
+        self.picked = owner.__dict__["_flashspec_matmul"]  # (rows, dtype, threads) -> form, kept with the module
+        self.first = None
+
+    def weights(self) -> list:
+        "The weights measured: every float `nn.Linear` of the owner on the CPU, then the `extra` ones."
+        ws = [l.weight for l in self.owner.modules() if _plain_linear(l)]
+        ws += [w for w in (getattr(self.owner, n) for n in self.extra) if w.device.type == "cpu" and w.dtype.is_floating_point]
+        return ws
+
+    def form(self, m:int) -> str:
+        "The form products of `m` rows take (measured once per row count, dtype and thread count with 'auto')."
+        if self.matmul != "auto" or m > self.max_pick: return self.matmul if self.matmul != "auto" else "linear"
+        if self.first is None: self.first = next(iter(self.weights()), False)  # a weight whose dtype keys the choice
+        if self.first is False: return "linear"                            # no float linear layer on the CPU
+        key = (m, self.first.dtype, torch.get_num_threads())
+        return self.picked.get(key) or self._measure(key, m)
+
+    @torch.compiler.disable  # eagerly: a compiled forward does not trace the measurement
+    def _measure(self, key, m:int) -> str:
+        self.picked[key] = pick_matmul(self.weights(), m)
+        return self.picked[key]
+
+    def __call__(self, m:int):
+        "`lin(layer, x)` for products of `m` rows: `layer` a linear module or an (N, K) weight."
+        wx = self.form(m) == "wx"
+        def lin(layer, x):
+            if isinstance(layer, torch.Tensor):
+                return wx_linear(x, layer) if wx and layer.device.type == "cpu" else F.linear(x, layer)
+            return wx_linear(x, layer.weight, layer.bias) if wx and _plain_linear(layer) else layer(x)
+        return lin
 
 class NativeForward:
     "A plain forward over a Llama-family model's own modules, writing K/V into a `StaticKVCache` at explicit slots."
-    def __init__(self, model):
+    def __init__(self, model,
+                 matmul:str="auto", # float linear layers on the CPU: "linear", "wx" (`wx_linear`), or measured per row count
+                 max_pick:int=32, # with "auto", forwards of more rows than this use "linear" (no measurement)
+                ):
         check_supported(model)
         if model.config.model_type not in NATIVE_TYPES:
             raise ValueError(f"No native forward for {model.config.model_type!r} (native: {', '.join(NATIVE_TYPES)}).")
         self.model, dec = model, model.get_decoder()
         self.embed, self.layers, self.norm, self.rotary = dec.embed_tokens, dec.layers, dec.norm, dec.rotary_emb
         self.head = model.get_output_embeddings()
+        self.products = Products(model, matmul, max_pick)
+
+    def form(self, m:int) -> str:
+        "The matrix-product form a forward of `m` rows uses (see `Products`)."
+        return self.products.form(m)
+
+    def _mlp(self, mlp, x, lin):
+        "The gated MLP `down(act(gate(x)) * up(x))` through `lin` (any other MLP through its own forward)."
+        if not all(hasattr(mlp, n) for n in ("gate_proj", "up_proj", "down_proj", "act_fn")): return mlp(x)
+        return lin(mlp.down_proj, mlp.act_fn(lin(mlp.gate_proj, x)) * lin(mlp.up_proj, x))
 
     @torch.no_grad()
     def __call__(self, cache:StaticKVCache, tokens:torch.Tensor, # (B, T)
@@ -42,6 +131,8 @@ class NativeForward:
         "Returns `(logits (B, T or R, V), features (B, T, len(layers) * d) or None)`."
         attn = ALL_ATTENTION_FUNCTIONS.get_interface(self.model.config._attn_implementation, eager_attention_forward)
         B, T = tokens.shape
+        R = T if rows is None else len(rows)
+        lin, head_lin = self.products(B * T), self.products(B * R)  # product forms, chosen before any tensor work
         x = self.embed(tokens)                                               # (B, T, d)
         cos, sin = self.rotary(x, positions)
         got = {}  # hidden-state index -> (B, T, d), as Hugging Face's `hidden_states[index]`
@@ -49,16 +140,17 @@ class NativeForward:
             if i in layers: got[i] = x
             a, h = layer.self_attn, layer.input_layernorm(x)
             shape = (B, T, -1, a.head_dim)
-            q, k, v = a.q_proj(h).view(shape), a.k_proj(h).view(shape), a.v_proj(h).view(shape)
+            q, k, v = lin(a.q_proj, h).view(shape), lin(a.k_proj, h).view(shape), lin(a.v_proj, h).view(shape)
             if hasattr(a, "q_norm"): q, k = a.q_norm(q), a.k_norm(k)          # Qwen3: per-head norms before RoPE
             q, k = apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)  # (B, H, T, hd)
             cache.keys[i].index_copy_(2, slots, k); cache.values[i].index_copy_(2, slots, v.transpose(1, 2))
             o, _ = attn(a, q, cache.keys[i], cache.values[i], bias, dropout=0.0, scaling=a.scaling)  # (B, T, H, hd)
-            x = x + a.o_proj(o.reshape(B, T, -1))
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
+            x = x + lin(a.o_proj, o.reshape(B, T, -1))
+            x = x + self._mlp(layer.mlp, layer.post_attention_layernorm(x), lin)
         x = self.norm(x)
         if len(self.layers) in layers: got[len(self.layers)] = x
-        logits = self.head(x if rows is None else x[:, rows])
+        h = x if rows is None else x[:, rows]
+        logits = head_lin(self.head, h)
         return logits, (torch.cat([got[l] for l in layers], -1) if layers else None)  # in `layers` order
 
 # %% ../nbs/05a_engine.ipynb #58578614
@@ -122,11 +214,12 @@ ENGINES = ("auto", "native", "hf")
 
 def make_forward(model, engine:str="auto", # "native", "hf", or "auto" (native where the architecture has one)
                  compile:bool=False, # torch.compile the forward (see above)
+                 matmul:str="auto", # the native forward's product form (see `NativeForward`)
                 ):
     "The forward a decoding loop calls: `fwd(cache, tokens, positions, slots, bias, layers=(), rows=None)`."
     if engine not in ENGINES: raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}.")
     native = engine == "native" or (engine == "auto" and model.config.model_type in NATIVE_TYPES)
-    f = NativeForward(model) if native else HFForward(model)
+    f = NativeForward(model, matmul) if native else HFForward(model)
     if compile:
         cuda = model.get_output_embeddings().weight.device.type == "cuda"
         f.compiled = torch.compile(f.__call__, dynamic=False, mode="reduce-overhead" if cuda else None)
@@ -136,11 +229,13 @@ def make_forward(model, engine:str="auto", # "native", "hf", or "auto" (native w
 @torch.no_grad()
 def forward_ms(model, n_nodes:int, # nodes in the forward (a chain of that many, or `tree`)
                prefix:int=300, # committed tokens before them
-               repeats:int=7, engine:str="auto", compile:bool=False, tree:Tree|None=None) -> float:
+               repeats:int=7, engine:str="auto", compile:bool=False, tree:Tree|None=None,
+               matmul:str="auto", # the native forward's product form (see `NativeForward`)
+              ) -> float:
     "Median milliseconds of one target forward over `n_nodes` tree nodes after `prefix` tokens (warm-up call not counted)."
     w = model.get_output_embeddings().weight
     dev, dt = w.device, (w.dtype if w.dtype.is_floating_point else torch.float32)
-    fwd = make_forward(model, engine, compile); f = getattr(fwd, "compiled", fwd)
+    fwd = make_forward(model, engine, compile, matmul); f = getattr(fwd, "compiled", fwd)
     tr = tree or compile_tree(tuple((0,) * d for d in range(1, n_nodes)))
     S = prefix + tr.n_nodes
     cache = StaticKVCache(model, S)
@@ -211,13 +306,13 @@ def _interp(table:dict):
     return f
 
 def _costs_key(target, draft, engine:str, compile:bool) -> str:
-    "Which measurement a cost entry is: hardware, target, dtype, engine, draft, threads."
+    "Which measurement a cost entry is: hardware, target, dtype, engine (products measured per row count), draft, threads."
     from flashspec.models import hardware
     from flashspec.distill import target_fingerprint
     w = target.get_output_embeddings().weight
     n = sum(p.numel() for p in draft.parameters()) if isinstance(draft, torch.nn.Module) else 0
     v = getattr(draft, "vocab", None)
-    return (f"{hardware(w.device)}|{target_fingerprint(target)}|{w.dtype}|{engine}|compile={compile}|"
+    return (f"{hardware(w.device)}|{target_fingerprint(target)}|{w.dtype}|{engine}|compile={compile}|matmul=auto|"
             f"{type(draft).__name__}:{n}:{0 if v is None else len(v)}|threads={torch.get_num_threads()}")
 
 # %% ../nbs/05a_engine.ipynb #c783e5a7
