@@ -38,7 +38,9 @@ def wx_linear(x:torch.Tensor, # (..., K)
 
 def _plain_linear(mod) -> bool:
     "A float `nn.Linear` on the CPU: the only kind `wx_linear` stands in for (quantized layers keep their own forward)."
-    return type(mod) is torch.nn.Linear and mod.weight.dtype.is_floating_point and mod.weight.device.type == "cpu"
+    w = getattr(mod, "weight", None)
+    return (type(mod) is torch.nn.Linear and type(w) in (torch.Tensor, torch.nn.Parameter)  # not a quantized subclass
+            and w.dtype.is_floating_point and w.device.type == "cpu")
 
 @torch.no_grad()
 def pick_matmul(weights:list, # (N, K) weights of the linear layers a forward runs, in order
