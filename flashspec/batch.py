@@ -283,7 +283,9 @@ def generate_batch(target, # the target causal LM
     layers = {tuple(dr.feature_layers) for *_, dr in queue}
     if len(layers) > 1:
         raise ValueError(f"The drafters read different target layers {sorted(layers)}: one forward serves all.")
-    if max_len is None: max_len = max(len(ids) + req.max_new_tokens + dr.max_nodes for _, req, ids, dr in queue)
+    if max_len is None:  # a row's tree sits after the longest row's tokens: the longest request plus the largest tree
+        max_len = (max(len(ids) + req.max_new_tokens for _, req, ids, _ in queue)
+                   + max(dr.max_nodes for *_, dr in queue))
     dec = BatchDecoder(target, min(batch_size, len(queue)), max_len, engine, layers.pop())
     while queue or dec.live():
         for b in dec.free():  # waiting requests take the free rows

@@ -341,6 +341,7 @@ def generate(target, # the target causal LM
              streamer=None, # called with each round's committed tokens (list of ints)
              engine:str="auto", # the target's forward: "native", "hf" (the reference) or "auto" (see *The engine*)
              compile:bool=False, # torch.compile the tree forward; trees are then padded to the drafter's largest
+                               # and the cache rounded up to a multiple of 256 slots (fixed shapes across prompts)
             ) -> tuple[list[int], DecodeStats]:
     "Speculative decoding: returns `(new token ids, DecodeStats)`. Greedy output equals the target's greedy output."
     t_start = time.perf_counter()
@@ -348,7 +349,9 @@ def generate(target, # the target causal LM
     ids = check_prompt(target, input_ids, max_new_tokens)
     drafter = _as_drafter(draft, tree, target)
     n_tree = drafter.max_nodes
+    bucket = compile and max_len is None
     max_len = check_room(target, len(ids), max_new_tokens, n_tree, max_len)
+    if bucket: max_len = -(-max_len // 256) * 256  # compiled: cache sizes in steps of 256, so its graphs are reused
     gen = torch.Generator().manual_seed(seed) if seed is not None else None
     eos = _eos_set(target, eos_token_id)
     stats = DecodeStats()

@@ -4,7 +4,7 @@
 
 # %% ../nbs/05a_engine.ipynb #619217c0
 from __future__ import annotations
-import heapq, json, statistics, time
+import functools, heapq, json, statistics, time
 from pathlib import Path
 import torch
 import torch.nn.functional as F
@@ -85,14 +85,17 @@ class Products:
         key = (m, self.first.dtype, torch.get_num_threads())
         return self.picked.get(key) or self._measure(key, m)
 
-    @torch.compiler.disable  # eagerly: a compiled forward does not trace the measurement
     def _measure(self, key, m:int) -> str:
         self.picked[key] = pick_matmul(self.weights(), m)
         return self.picked[key]
 
     def __call__(self, m:int):
         "`lin(layer, x)` for products of `m` rows: `layer` a linear module or an (N, K) weight."
-        wx = self.form(m) == "wx"
+        return self.lin(self.form(m) == "wx")
+
+    @staticmethod
+    def lin(wx:bool):
+        "`lin(layer, x)` in the given form (`wx`: `wx_linear` where the layer is a float one on the CPU)."
         def lin(layer, x):
             if isinstance(layer, torch.Tensor):
                 return wx_linear(x, layer) if wx and layer.device.type == "cpu" else F.linear(x, layer)
@@ -129,12 +132,20 @@ class NativeForward:
                  bias:torch.Tensor, # (B, 1, T, max_len) additive attention bias
                  layers:tuple=(), # hidden-state indices to return (concatenated)
                  rows:torch.Tensor|None=None, # (R,) positions whose logits are computed (default: all)
+                 run=None, # the forward proper (`self.run`, or a compiled version of it)
                 ):
         "Returns `(logits (B, T or R, V), features (B, T, len(layers) * d) or None)`."
-        attn = ALL_ATTENTION_FUNCTIONS.get_interface(self.model.config._attn_implementation, eager_attention_forward)
         B, T = tokens.shape
         R = T if rows is None else len(rows)
-        lin, head_lin = self.products(B * T), self.products(B * R)  # product forms, chosen before any tensor work
+        wx, head_wx = self.form(B * T) == "wx", self.form(B * R) == "wx"  # chosen here, eagerly: plain flags below
+        return (run or self.run)(cache, tokens, positions, slots, bias, tuple(layers), rows, wx, head_wx)
+
+    @torch.no_grad()
+    def run(self, cache, tokens, positions, slots, bias, layers, rows, wx:bool, head_wx:bool):
+        "The forward itself, with the product forms given (`wx` for the layers, `head_wx` for the head)."
+        attn = ALL_ATTENTION_FUNCTIONS.get_interface(self.model.config._attn_implementation, eager_attention_forward)
+        B, T = tokens.shape
+        lin, head_lin = Products.lin(wx), Products.lin(head_wx)
         x = self.embed(tokens)                                               # (B, T, d)
         cos, sin = self.rotary(x, positions)
         got = {}  # hidden-state index -> (B, T, d), as Hugging Face's `hidden_states[index]`
@@ -221,10 +232,17 @@ def make_forward(model, engine:str="auto", # "native", "hf", or "auto" (native w
     "The forward a decoding loop calls: `fwd(cache, tokens, positions, slots, bias, layers=(), rows=None)`."
     if engine not in ENGINES: raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}.")
     native = engine == "native" or (engine == "auto" and model.config.model_type in NATIVE_TYPES)
+    kept = model.__dict__.setdefault("_flashspec_forwards", {})  # one per model and options: compiled graphs are reused
+    key = (native, compile, matmul)
+    if key in kept: return kept[key]
     f = NativeForward(model, matmul) if native else HFForward(model)
     if compile:
         cuda = model.get_output_embeddings().weight.device.type == "cuda"
-        f.compiled = torch.compile(f.__call__, dynamic=False, mode="reduce-overhead" if cuda else None)
+        mode = "reduce-overhead" if cuda else None
+        if native:  # the product forms are chosen eagerly, the compiled part gets them as plain flags
+            f.compiled = functools.partial(f.__call__, run=torch.compile(f.run, dynamic=False, mode=mode))
+        else: f.compiled = torch.compile(f.__call__, dynamic=False, mode=mode)
+    kept[key] = f
     return f
 
 # %% ../nbs/05a_engine.ipynb #9fc121cf
