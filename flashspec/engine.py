@@ -79,7 +79,8 @@ class Products:
 
     def form(self, m:int) -> str:
         "The form products of `m` rows take (measured once per row count, dtype and thread count with 'auto')."
-        if self.matmul != "auto" or m > self.max_pick: return self.matmul if self.matmul != "auto" else "linear"
+        if self.matmul != "auto": return self.matmul
+        if m > self.max_pick: return "linear"
         if self.first is None: self.first = next(iter(self.weights()), False)  # a weight whose dtype keys the choice
         if self.first is False: return "linear"                            # no float linear layer on the CPU
         key = (m, self.first.dtype, torch.get_num_threads())
