@@ -19,8 +19,8 @@ from .decode import (Drafter, ModelDrafter, DecodeStats, check_prompt, check_roo
 
 # %% auto #0
 __all__ = ['HEALTHY', 'Request', 'Result', 'drafter_factory', 'rows_view', 'acceptance_estimate', 'allocate_nodes',
-           'budget_from_cost', 'BatchDecoder', 'generate_batch', 'Conversation', 'step_acceptance', 'monitor',
-           'monitor_html']
+           'budget_from_cost', 'batch_forward_ms', 'padded_budget', 'BatchDecoder', 'generate_batch', 'Conversation',
+           'step_acceptance', 'monitor', 'monitor_html']
 
 # %% ../nbs/07e_batch.ipynb #945bb41f
 @dataclass
@@ -94,15 +94,21 @@ def acceptance_estimate(stats:DecodeStats, window:int=8, # the request's last ro
 def allocate_nodes(rates:list[float], # each request's per-step acceptance r
                    budget:int, # drafted nodes (roots not counted) for the whole round
                    caps:list[int], # the most drafted nodes each request's drafter takes
-                   width:int=3, max_depth:int=8) -> list[tuple]:
+                   width:int=3, max_depth:int=8,
+                   padded:bool=False, # the forward pads every tree to the largest: each share <= budget // rows
+                   min_value:float=0.0, # nodes accepted with a smaller probability are not drafted
+                  ) -> list[tuple]:
     "Each request's tree (index paths), the budget going to the nodes of greatest acceptance probability."
     if budget < 0: raise ValueError(f"budget must be >= 0, got {budget}.")
+    if padded and rates: caps = [min(c, budget // len(rates)) for c in caps]
     orders, cand = [], []
     for i, (r, cap) in enumerate(zip(rates, caps)):
         P = [[r * (1 - r) ** k for k in range(width)]] * max_depth  # P[s][k]: rank k at step s + 1
         order = optimal_tree(P, min(cap, budget))  # best-first: path probabilities non-increasing
+        vals = [expected_accepted([p], P) for p in order]  # each node's acceptance probability
+        order = order[:sum(v >= min_value for v in vals)]  # a prefix of a best-first order: still a tree
         orders.append(order)
-        cand += [(-expected_accepted([p], P), i, j) for j, p in enumerate(order)]
+        cand += [(-v, i, j) for j, v in enumerate(vals[:len(order)])]
     take = [0] * len(rates)
     for _, i, _ in sorted(cand)[:budget]: take[i] += 1
     return [o[:k] for o, k in zip(orders, take)]
@@ -115,6 +121,38 @@ def budget_from_cost(cost_ms, # cost_ms(n) -> ms of one target forward over n to
     base, n = cost_ms(rows), 0
     while n < max_nodes and cost_ms(rows + n + 1) <= tolerance * base: n += 1
     return n
+
+# %% ../nbs/07e_batch.ipynb #582ef08c
+@torch.no_grad()
+def batch_forward_ms(model, rows:int, nodes:int, # a forward over `rows` rows of `nodes` tokens each
+                     prefix:int=300, repeats:int=5, engine:str="auto") -> float:
+    "Median milliseconds of one batched target forward (`rows` x `nodes` tree tokens after `prefix` each; warm-up not counted)."
+    w = model.get_output_embeddings().weight
+    dev, dt = w.device, (w.dtype if w.dtype.is_floating_point else torch.float32)
+    fwd, S = make_forward(model, engine), prefix + nodes
+    cache = StaticKVCache(model, S, rows); cache.lengths += prefix  # timing depends on shapes, not on what is cached
+    chain = compile_tree(tuple((0,) * d for d in range(1, nodes)))
+    tb = batch_trees([chain] * rows, [torch.zeros(nodes, dtype=torch.long)] * rows)
+    bias, pos = tree_bias(cache.lengths, tb, prefix, S, dt)       # (rows, 1, nodes, S), (rows, nodes)
+    toks = torch.randint(0, model.config.vocab_size, (rows, nodes), generator=torch.Generator().manual_seed(0))
+    args = (toks.to(dev), pos.to(dev), torch.arange(prefix, S, device=dev), bias.to(dev))
+    times = []
+    for _ in range(repeats + 1):
+        if dev.type == "cuda": torch.cuda.synchronize(dev)
+        t0 = time.perf_counter(); fwd(cache, *args)
+        if dev.type == "cuda": torch.cuda.synchronize(dev)
+        times.append(time.perf_counter() - t0)
+    return 1000 * sorted(times[1:])[len(times[1:]) // 2]
+
+def padded_budget(model, rows:int, # rows decoded together
+                  tolerance:float=1.25, # a round's forward may cost this many plain batched steps
+                  max_per_row:int=16, engine:str="auto", cost_ms=None, # cost_ms(rows, nodes) (default: measured)
+                 ) -> int:
+    "Drafted nodes per row whose padded forward costs at most `tolerance` x a plain batched step (measured here)."
+    cost = cost_ms or (lambda r, n: batch_forward_ms(model, r, n, engine=engine))
+    base, t = cost(rows, 1), 0
+    while t < max_per_row and cost(rows, t + 2) <= tolerance * base: t += 1
+    return t
 
 # %% ../nbs/07e_batch.ipynb #317df04b
 @dataclass
@@ -173,25 +211,28 @@ class BatchDecoder:
         if k not in self._ti: self._ti[k] = TreeInputs(tree, self.max_len, self.dev, self.dt, n_pad=n_pad)
         return self._ti[k]
 
-    def _allot(self, live, budget, window):
+    def _allot(self, live, budget, window, min_value):
         "Per-request budgets: each TreeDrafter's next tree from the round's node budget (see `allocate_nodes`)."
         rs = [self.rows[b] for b in live if hasattr(self.rows[b].drafter, "set_tree")]
         if not rs: return
-        caps, width, depth = [], 1, 1
+        caps, width, depth = [], 1, 1  # padded: trees share the forward at the largest one's size
         for r in rs:  # the tree a drafter was made with bounds its share
             t = r.cap
             caps.append(t.n_nodes - 1); depth = max(depth, t.max_depth)
             width = max(width, max(len(c) for c in t.children))
-        trees = allocate_nodes([acceptance_estimate(r.stats, window) for r in rs], budget, caps, width, depth)
+        trees = allocate_nodes([acceptance_estimate(r.stats, window) for r in rs], budget, caps, width, depth,
+                               padded=True, min_value=min_value)
         for r, paths in zip(rs, trees): r.drafter.set_tree(paths)
 
     @torch.no_grad()
     def step(self, budget:int|None=None, # drafted nodes in the round, all rows (per-request budgets); None = own trees
-             window:int=8, streamer=None) -> list[int]:
+             window:int=8, streamer=None,
+             min_value:float=0.1, # budgets: nodes accepted with a smaller probability are not drafted
+            ) -> list[int]:
         "One round over the live rows; returns the rows whose request finished."
         live = self.live()
         if not live: return []
-        if budget is not None: self._allot(live, budget, window)
+        if budget is not None: self._allot(live, budget, window, min_value)
         drafts = {}
         for b in live:
             r, t0 = self.rows[b], time.perf_counter()
@@ -258,8 +299,10 @@ def generate_batch(target, # the target causal LM
                    batch_size:int=8, # cache rows: requests decoding at once; the others wait for a free row
                    tree:TreeConfig|None=None, # the tree of requests that name none (with budgets: the largest one)
                    max_len:int|None=None, # slots per row (default: enough for the largest request)
-                   node_budget:int|None=None, # per-request budgets: drafted nodes per round, all rows; None = fixed
+                   node_budget:int|str|None=None, # per-request budgets: drafted nodes per round, all rows;
+                               # "auto" = `padded_budget` per live row (measured once); None = each request's own tree
                    budget_window:int=8, # rounds of a request's history its acceptance is estimated from
+                   budget_min_value:float=0.1, # budgets: a node is drafted if accepted with at least this probability
                    engine:str="auto", # the target's forward (see `generate`)
                    streamer=None, # called as `streamer(request index, new tokens)` after each round
                   ) -> list[Result]:
@@ -283,16 +326,27 @@ def generate_batch(target, # the target causal LM
     layers = {tuple(dr.feature_layers) for *_, dr in queue}
     if len(layers) > 1:
         raise ValueError(f"The drafters read different target layers {sorted(layers)}: one forward serves all.")
-    if max_len is None:  # a row's tree sits after the longest row's tokens: the longest request plus the largest tree
-        max_len = (max(len(ids) + req.max_new_tokens for _, req, ids, _ in queue)
-                   + max(dr.max_nodes for *_, dr in queue))
+    # a row's tree sits after the longest row's tokens: the longest request plus the largest tree, whichever rows
+    longest, widest = max(len(ids) + req.max_new_tokens for _, req, ids, _ in queue), max(dr.max_nodes for *_, dr in queue)
+    if max_len is None: max_len = longest + widest
+    elif longest + widest > max_len:  # each request fits alone, not all of them together: refused before any work
+        raise ValueError(f"max_len={max_len} is too small for this batch: its longest request needs {longest} slots "
+                         f"and its largest tree {widest} more, after the longest row ({longest + widest} in all).")
     dec = BatchDecoder(target, min(batch_size, len(queue)), max_len, engine, layers.pop())
+    per_row = None
+    if node_budget == "auto":  # measured once per model, batch size and engine, kept with the model
+        memo = target.__dict__.setdefault("_flashspec_budgets", {})
+        if (dec.B, engine) not in memo: memo[dec.B, engine] = padded_budget(target, dec.B, engine=engine)
+        per_row = memo[dec.B, engine]
+    elif node_budget is not None and (not isinstance(node_budget, int) or node_budget < 0):
+        raise ValueError(f"node_budget must be None, 'auto' or an int >= 0, got {node_budget!r}.")
     while queue or dec.live():
         for b in dec.free():  # waiting requests take the free rows
             if not queue: break
             i, req, ids, dr = queue.pop(0)
             dec.admit(b, i, req, ids, dr)
-        for b in dec.step(node_budget, budget_window, streamer):
+        budget = node_budget if per_row is None else per_row * len(dec.live())
+        for b in dec.step(budget, budget_window, streamer, budget_min_value):
             i = dec.rows[b].index
             results[i] = dec.finish(b, t_start)
     return results

@@ -19,7 +19,7 @@ __all__ = ['DESIGNS', 'VOCAB_KEY', 'WEIGHTS', 'DISTILLED', 'KD_ANSWERS', 'MAX_ST
            'answer_batch', 'answer_turns', 'answer_conversations', 'topk_pass', 'pool_slice', 'make_distill_data',
            'text_rows', 'make_text_data', 'collate', 'step_loss', 'save_draft_weights', 'frequent_tokens',
            'Interrupted', 'train_draft', 'target_fingerprint', 'load_draft_weights', 'load_distilled_draft',
-           'cmd_distill_data', 'load_kd_data', 'cmd_distill_eagle3', 'cmd_distill', 'add_cli', 'agreement', 'alpha',
+           'cmd_distill_data', 'load_kd_data', 'cmd_distill_features', 'cmd_distill', 'add_cli', 'agreement', 'alpha',
            'acceptance', 'pool_acceptance']
 
 # %% ../nbs/02_distill.ipynb #8f260746
@@ -467,10 +467,10 @@ def load_kd_data(folders:list) -> "datasets.Dataset":
     from datasets import concatenate_datasets, load_from_disk
     return concatenate_datasets([load_from_disk(str(Path(f)/"data")) for f in folders])
 
-def cmd_distill_eagle3(args):
-    "`flashspec distill --design eagle3`: a feature drafter, from a feature cache it makes first if needed."
+def cmd_distill_features(args):
+    "`flashspec distill --features CACHE`: a feature drafter (`--design eagle3`, the cache made first if needed), or a slice on the same rows."
     import numpy as np
-    from flashspec.eagle import extract_features, FeatureData, cache_vocab, train_feature_drafter
+    from flashspec.eagle import extract_features, FeatureData, cache_vocab, train_feature_drafter, train_slice_on_features
     feats = Path(args.features or Path(args.out)/"features")
     kd = Path(args.kd) if args.kd else data_dir()/KD_ANSWERS
     if not (feats/"progress.json").exists() or FeatureData(feats).meta["rows"] > len(FeatureData(feats)):
@@ -482,19 +482,21 @@ def cmd_distill_eagle3(args):
     train, held = data.split(args.held_out) if args.held_out else (data, None)
     vocab = cache_vocab(train, args.draft_vocab, always=sorted(_eos_ids(target))) if args.draft_vocab else None
     argv = getattr(args, "argv", None) or sys.argv[1:]
-    fd, log = train_feature_drafter(target, train, args.out, steps=args.steps, batch_size=args.train_batch_size, lr=args.lr,
-                                    warmup=args.warmup, ttt_steps=args.ttt_steps, w_ce=args.w_ce, w_kd=args.w_kd, T=args.T,
-                                    step_decay=args.step_decay, vocab=vocab, mixed_precision=args.mixed_precision, seed=args.seed,
-                                    ckpt_every=args.ckpt_every,
-                                    meta=dict(command=" ".join(["flashspec"] + list(argv)),
-                                              held_out=json.dumps(held.rows.tolist()) if held is not None else ""))
+    common = dict(steps=args.steps, batch_size=args.train_batch_size, lr=args.lr, warmup=args.warmup, w_ce=args.w_ce,
+                  w_kd=args.w_kd, T=args.T, vocab=vocab, mixed_precision=args.mixed_precision, seed=args.seed,
+                  ckpt_every=args.ckpt_every, meta=dict(command=" ".join(["flashspec"] + list(argv)),
+                                                        held_out=json.dumps(held.rows.tolist()) if held is not None else ""))
+    if args.design == "eagle3":
+        _, log = train_feature_drafter(target, train, args.out, ttt_steps=args.ttt_steps, step_decay=args.step_decay,
+                                       w_feat=args.w_feat, **common)
+    else: _, log = train_slice_on_features(target, train, args.out, args.design, args.layers, **common)
     (Path(args.out)/"log.json").write_text(json.dumps(log))
-    print(f"target unchanged; trained feature drafter -> {Path(args.out)/'draft.safetensors'}")
+    print(f"target unchanged; trained {args.design} draft -> {Path(args.out)/'draft.safetensors'}")
     return 0
 
 def cmd_distill(args):
     "`flashspec distill`: train a draft of the chosen design on the target's own answers."
-    if args.design == "eagle3": return cmd_distill_eagle3(args)
+    if args.design == "eagle3" or args.features: return cmd_distill_features(args)
     data = [Path(d) for d in args.data] if args.data else [Path(args.out)/"answers"]
     if not args.data and not (data[0]/"data").exists():
         cmd_distill_data(args)
@@ -542,11 +544,13 @@ def add_cli(subparsers):
     p.add_argument("--draft-vocab", type=int, default=0,
                    help="save a vocabulary subset with the draft: the N tokens the target ranks first most often in the data (0 = all)")
     g = p.add_argument_group("eagle3 (feature drafter)")
-    g.add_argument("--features", help="feature cache folder (made there from --kd if missing or unfinished; default OUT/features)")
+    g.add_argument("--features", help="feature cache folder (made there from --kd if missing or unfinished; default OUT/features); "
+                   "with --design slice, the slice trains on the same rows")
     g.add_argument("--kd", help=f"the target's answers, as the shared {KD_ANSWERS} (its default)")
     g.add_argument("--topk-features", type=int, default=8, help="target logits kept per position in the cache")
     g.add_argument("--ttt-steps", type=int, default=3, help="draft steps unrolled in training (training-time test)")
     g.add_argument("--step-decay", type=float, default=0.8, help="loss weight of step s: decay ** (s - 1)")
+    g.add_argument("--w-feat", type=float, default=0.0, help="weight of the SmoothL1 feature term (EAGLE-1/2); 0 = none")
     g.add_argument("--held-out", type=int, default=200, help="conversations kept out of training (listed in the weights' metadata)")
     p.set_defaults(fn=cmd_distill)
 

@@ -18,9 +18,9 @@ from .engine import Products
 
 # %% auto #0
 __all__ = ['EAGLE_WEIGHTS', 'aux_layers', 'answer_mask', 'last_rows', 'extract_features', 'FeatureDraft', 'ttt_forward',
-           'FeatureData', 'collate_features', 'ttt_loss', 'FeatureDrafter', 'cache_vocab', 'train_feature_drafter',
-           'load_feature_drafter', 'load_shipped_drafter', 'load_draft_file', 'rank_acceptance', 'store_acceptance',
-           'export_eagle3']
+           'FeatureData', 'collate_features', 'ttt_loss', 'top_features', 'FeatureDrafter', 'cache_vocab',
+           'train_feature_drafter', 'load_feature_drafter', 'load_shipped_drafter', 'load_draft_file', 'slice_batch',
+           'train_slice_on_features', 'slice_agreement', 'rank_acceptance', 'store_acceptance', 'export_eagle3']
 
 # %% ../nbs/07b_eagle.ipynb #14a8b421
 def aux_layers(n_layers:int) -> tuple[int, int, int]:
@@ -276,7 +276,9 @@ def collate_features(rows:list[dict], device=None, dtype=torch.float32) -> dict:
 def ttt_loss(fd:FeatureDraft, batch:dict, steps:int=3, # draft steps unrolled
              w_ce:float=1.0, w_kd:float=1.0, T:float=1.0, # CE on the target's top-1 + T^2 KL on its top-k
              step_decay:float=0.8, # weight of step s: step_decay ** (s - 1)
-             parts:bool=False):
+             parts:bool=False,
+             w_feat:float=0.0, # weight of the SmoothL1 feature term (needs `batch["top"]`, see `top_features`)
+            ):
     "Training-time-test loss of a collated batch (see `ttt_forward`); with `parts`, also per-step CE, KL and top-1 agreement."
     outs = ttt_forward(fd, batch["feats"], batch["tokens"], batch["valid"], steps)
     lut = torch.full((fd.V,), -1, dtype=torch.long, device=fd.vocab.device); lut[fd.vocab] = torch.arange(len(fd.vocab), device=lut.device)
@@ -297,12 +299,34 @@ def ttt_loss(fd:FeatureDraft, batch:dict, steps:int=3, # draft steps unrolled
         kl = torch.where(tid >= 0, lp_t.exp() * (lp_t - lp_d), 0.0).sum(-1).mean()  # KL(target top-k || draft on them)
         w = step_decay ** (s - 1)
         total = total + w * (w_ce * ce + w_kd * T * T * kl); wsum += w
+        if w_feat:                                                   # normed draft output vs the target's (P, d)
+            fl = F.smooth_l1_loss(fd.target_parts["norm"](o[m]).float(), batch["top"][:, s:][m].float())
+            total = total + w * w_feat * fl; info[f"feat{s}"] = float(fl.detach())
         info.update({f"ce{s}": float(ce.detach()), f"kl{s}": float(kl.detach()),
                      f"acc{s}": float((z.argmax(-1) == y[m]).float().mean())})
     loss = total / max(wsum, 1e-9) if wsum else outs[0].sum() * 0.0
     if parts: return loss, dict(info, ce=sum(v for k, v in info.items() if k.startswith("ce")) / max(len(outs), 1),
                                 kl=sum(v for k, v in info.items() if k.startswith("kl")) / max(len(outs), 1))
     return loss
+
+# %% ../nbs/07b_eagle.ipynb #67d4b611
+@torch.no_grad()
+def top_features(target, feats:torch.Tensor, # (B, L, F) cached features; the last d columns are layer `layers[-1]`'s input
+                 valid:torch.Tensor, # (B, L) bool, real (not padding) positions
+                 layers:tuple, # the drafter's feature layers (`FeatureDraft.layers`)
+                ) -> torch.Tensor:
+    "The target's normed last hidden state (B, L, d): its layers from `layers[-1]` up, run on the cached feature."
+    dec, d = target.get_decoder(), target.config.hidden_size
+    h = feats[..., -d:].to(dec.norm.weight.dtype)                     # (B, L, d) input of layer layers[-1]
+    B, L, _ = h.shape
+    pos = torch.arange(L, device=h.device).expand(B, L)
+    pe = dec.rotary_emb(h, position_ids=pos)                          # (cos, sin)
+    allowed = torch.ones(L, L, dtype=torch.bool, device=h.device).tril()[None] & valid[:, None, :]  # (B, L, L)
+    bias = torch.zeros(B, 1, L, L, dtype=h.dtype, device=h.device).masked_fill_(~allowed[:, None], torch.finfo(h.dtype).min)
+    for layer in dec.layers[layers[-1]:]:
+        h = layer(h, attention_mask=bias, position_embeddings=pe, position_ids=pos)
+        if isinstance(h, tuple): h = h[0]
+    return dec.norm(h)
 
 # %% ../nbs/07b_eagle.ipynb #94cc0e08
 class FeatureDrafter(TreeDrafter):
@@ -381,6 +405,7 @@ def cache_vocab(data:FeatureData, n:int, always=()) -> torch.Tensor:
 def train_feature_drafter(target, data:FeatureData, out:str|Path, # folder for checkpoints and `draft.safetensors`
                           steps:int=1000, batch_size:int=8, lr:float=1e-3, warmup:int=100,
                           ttt_steps:int=3, w_ce:float=1.0, w_kd:float=1.0, T:float=1.0, step_decay:float=0.8,
+                          w_feat:float=0.0, # weight of the SmoothL1 feature term (see `top_features`); 0 = none
                           vocab=None, # token ids of the head's subset (see `cache_vocab`); None = all
                           mixed_precision:str="bf16", seed:int=0, progress:bool=True, on_step=None, meta:dict|None=None,
                           ckpt_every:int=100, # steps between checkpoints (a killed run resumes from the last)
@@ -393,9 +418,11 @@ def train_feature_drafter(target, data:FeatureData, out:str|Path, # folder for c
     fd = FeatureDraft(target, vocab)
     before = param_hashes(target)
     def step_fn(m, rows, device):
-        return ttt_loss(m, collate_features(rows, device), ttt_steps, w_ce, w_kd, T, step_decay, parts=True)
+        b = collate_features(rows, device)
+        if w_feat: b["top"] = top_features(target, b["feats"], b["valid"], m.layers)  # (B, L, d) no gradient
+        return ttt_loss(m, b, ttt_steps, w_ce, w_kd, T, step_decay, parts=True, w_feat=w_feat)
     meta = dict(meta or {}, design="eagle3", layers=json.dumps(list(fd.layers)), target_fingerprint=target_fingerprint(target),
-                ttt_steps=ttt_steps, step_decay=step_decay, cache=str(data.folder), rows=len(data))
+                ttt_steps=ttt_steps, step_decay=step_decay, w_feat=w_feat, cache=str(data.folder), rows=len(data))
     log = train_draft(fd, data, out, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, w_ce=w_ce, w_kd=w_kd, T=T,
                       seed=seed, mixed_precision=mixed_precision, meta=meta, vocab=None if vocab is None else fd.vocab,
                       ckpt_every=ckpt_every,
@@ -434,6 +461,56 @@ def load_draft_file(target, path:str|Path):
     from flashspec.distill import load_draft_weights
     with safe_open(str(path), "pt") as f: design = (f.metadata() or {}).get("design")
     return load_feature_drafter(target, path) if design == "eagle3" else load_draft_weights(target, path)
+
+# %% ../nbs/07b_eagle.ipynb #49993090
+def slice_batch(rows:list[dict]) -> dict:
+    "Feature-cache rows as a sliced draft's batch (see `step_loss`): labels = the target's top-1 at answer positions."
+    B, L = len(rows), max(len(r["tokens"]) for r in rows)
+    ids, att = torch.zeros(B, L, dtype=torch.long), torch.zeros(B, L, dtype=torch.long)
+    lab, vals, idx = torch.full((B, L), -100, dtype=torch.long), [], []
+    for b, r in enumerate(rows):
+        n, m = len(r["tokens"]), torch.from_numpy(np.asarray(r["mask"]))  # (n,) position p predicts token p + 1
+        ti = torch.from_numpy(np.asarray(r["top_ids"], dtype=np.int64))    # (n, k) the target's top-k ids
+        ids[b, :n] = torch.from_numpy(np.asarray(r["tokens"], dtype=np.int64)); att[b, :n] = 1
+        lab[b, :n][m] = ti[m, 0]
+        idx.append(ti[m]); vals.append(torch.from_numpy(np.asarray(r["top_vals"], dtype=np.float32))[m])
+    return dict(input_ids=ids, attention_mask=att, labels=lab, topk_values=torch.cat(vals), topk_indices=torch.cat(idx))
+
+def train_slice_on_features(target, data:FeatureData, out:str|Path, # folder for checkpoints and `draft.safetensors`
+                            design:str="slice", n_layers:int=2, # see `make_draft`
+                            steps:int=1000, batch_size:int=8, lr:float=3e-4, warmup:int=50,
+                            w_ce:float=1.0, w_kd:float=1.0, T:float=1.0,
+                            vocab=None, # token ids the draft proposes from (see `cache_vocab`); None = all
+                            mixed_precision:str="bf16", seed:int=0, progress:bool=True, on_step=None,
+                            meta:dict|None=None, ckpt_every:int=100) -> tuple[nn.Module, list[dict]]:
+    "Train a sliced draft on a feature cache's rows (tokens and top-k only); resumes from `out`. Returns `(draft, log)`."
+    from flashspec.distill import train_draft, make_draft, step_loss, target_fingerprint
+    torch.manual_seed(seed)
+    draft = make_draft(target, design, n_layers)
+    before = param_hashes(target)
+    def step_fn(m, rows, device):
+        return step_loss(m, {k: v.to(device) for k, v in slice_batch(rows).items()}, None, w_ce, w_kd, T, parts=True)
+    meta = dict(meta or {}, design=design, n_base=n_layers, target_fingerprint=target_fingerprint(target),
+                cache=str(data.folder), rows=len(data))
+    log = train_draft(draft, data, out, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, w_ce=w_ce, w_kd=w_kd,
+                      T=T, seed=seed, mixed_precision=mixed_precision, meta=meta, vocab=vocab, ckpt_every=ckpt_every,
+                      progress=progress, on_step=on_step, step_fn=step_fn)
+    if param_hashes(target) != before: raise RuntimeError("Training changed the target's parameters.")
+    if vocab is not None: draft.draft_vocab = torch.as_tensor(vocab, dtype=torch.long).unique()
+    return draft.eval(), log
+
+@torch.no_grad()
+def slice_agreement(draft, data:FeatureData, batch_size:int=8) -> float:
+    "Teacher-forced top-1 agreement of a sliced draft with the target at `data`'s answer positions (over `draft_vocab`)."
+    v, hit, n = getattr(draft, "draft_vocab", None), 0, 0
+    for i in range(0, len(data), batch_size):
+        b = slice_batch([data[j] for j in range(i, min(i + batch_size, len(data)))])
+        h = draft.model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).last_hidden_state
+        sel = b["labels"] != -100                                    # (B, L) answer positions
+        z = draft.lm_head(h[sel])                                    # (P, V)
+        pred = z.argmax(-1) if v is None else v[z[:, v].argmax(-1)]  # (P,) the draft's top-1, within its vocabulary
+        hit += int((pred == b["labels"][sel]).sum()); n += int(sel.sum())
+    return hit / max(n, 1)
 
 # %% ../nbs/07b_eagle.ipynb #900f48b7
 @torch.no_grad()
