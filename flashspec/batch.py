@@ -13,7 +13,7 @@ from .draft import check_compatible
 from .tree import TreeConfig, compile_tree, batch_trees, tree_bias
 from .verify import Sampling, probs, verify_sampling
 from .kvcache import StaticKVCache, commit
-from .engine import make_forward, TreeInputs, greedy_accept, optimal_tree, expected_accepted
+from .engine import make_forward, TreeInputs, greedy_accept, optimal_tree, expected_accepted, median_ms
 from .decode import (Drafter, ModelDrafter, DecodeStats, check_prompt, check_room, prefill_prompt,
                               end_round, _eos_set, _as_drafter)
 
@@ -136,13 +136,7 @@ def batch_forward_ms(model, rows:int, nodes:int, # a forward over `rows` rows of
     bias, pos = tree_bias(cache.lengths, tb, prefix, S, dt)       # (rows, 1, nodes, S), (rows, nodes)
     toks = torch.randint(0, model.config.vocab_size, (rows, nodes), generator=torch.Generator().manual_seed(0))
     args = (toks.to(dev), pos.to(dev), torch.arange(prefix, S, device=dev), bias.to(dev))
-    times = []
-    for _ in range(repeats + 1):
-        if dev.type == "cuda": torch.cuda.synchronize(dev)
-        t0 = time.perf_counter(); fwd(cache, *args)
-        if dev.type == "cuda": torch.cuda.synchronize(dev)
-        times.append(time.perf_counter() - t0)
-    return 1000 * sorted(times[1:])[len(times[1:]) // 2]
+    return median_ms(lambda: fwd(cache, *args), dev, repeats)
 
 def padded_budget(model, rows:int, # rows decoded together
                   tolerance:float=1.25, # a round's forward may cost this many plain batched steps
@@ -336,8 +330,9 @@ def generate_batch(target, # the target causal LM
     per_row = None
     if node_budget == "auto":  # measured once per model, batch size and engine, kept with the model
         memo = target.__dict__.setdefault("_flashspec_budgets", {})
-        if (dec.B, engine) not in memo: memo[dec.B, engine] = padded_budget(target, dec.B, engine=engine)
-        per_row = memo[dec.B, engine]
+        key = (dec.B, engine, torch.get_num_threads())
+        if key not in memo: memo[key] = padded_budget(target, dec.B, engine=engine)
+        per_row = memo[key]
     elif node_budget is not None and (not isinstance(node_budget, int) or node_budget < 0):
         raise ValueError(f"node_budget must be None, 'auto' or an int >= 0, got {node_budget!r}.")
     while queue or dec.live():

@@ -16,8 +16,8 @@ from .kvcache import StaticKVCache, forward as hf_forward
 
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'NativeForward', 'TreeInputs',
-           'greedy_accept', 'HFForward', 'make_forward', 'forward_ms', 'expected_accepted', 'optimal_tree', 'best_tree',
-           'tree_costs', 'draft_acceptance', 'auto_tree']
+           'greedy_accept', 'HFForward', 'make_forward', 'median_ms', 'forward_ms', 'expected_accepted', 'optimal_tree',
+           'best_tree', 'tree_costs', 'draft_acceptance', 'auto_tree']
 
 # %% ../nbs/05a_engine.ipynb #7caaae8c
 NATIVE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
@@ -247,6 +247,16 @@ def make_forward(model, engine:str="auto", # "native", "hf", or "auto" (native w
     return f
 
 # %% ../nbs/05a_engine.ipynb #9fc121cf
+def median_ms(call, device, repeats:int) -> float:
+    "Median milliseconds of `call()` over `repeats` runs after one warm-up run (CUDA synchronised around each)."
+    times = []
+    for _ in range(repeats + 1):
+        if device.type == "cuda": torch.cuda.synchronize(device)
+        t0 = time.perf_counter(); call()
+        if device.type == "cuda": torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - t0)
+    return 1000 * statistics.median(times[1:])
+
 @torch.no_grad()
 def forward_ms(model, n_nodes:int, # nodes in the forward (a chain of that many, or `tree`)
                prefix:int=300, # committed tokens before them
@@ -269,14 +279,7 @@ def forward_ms(model, n_nodes:int, # nodes in the forward (a chain of that many,
     ti = TreeInputs(tr, S, dev, dt)
     toks = torch.randint(0, V, (1, tr.n_nodes), generator=g).to(dev)
     bias, pos, slots = ti(prefix)
-    times = []
-    for _ in range(repeats + 1):
-        if dev.type == "cuda": torch.cuda.synchronize(dev)
-        t0 = time.perf_counter()
-        f(cache, toks, pos, slots, bias)
-        if dev.type == "cuda": torch.cuda.synchronize(dev)
-        times.append(time.perf_counter() - t0)
-    return 1000 * statistics.median(times[1:])
+    return median_ms(lambda: f(cache, toks, pos, slots, bias), dev, repeats)
 
 def expected_accepted(paths, # index paths of a tree (root excluded)
                       P, # P[s][r]: acceptance of the rank-r candidate at draft step s + 1, given its path so far
