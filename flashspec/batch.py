@@ -294,7 +294,8 @@ def generate_batch(target, # the target causal LM
                    tree:TreeConfig|None=None, # the tree of requests that name none (with budgets: the largest one)
                    max_len:int|None=None, # slots per row (default: enough for the largest request)
                    node_budget:int|str|None=None, # per-request budgets: drafted nodes per round, all rows;
-                               # "auto" = `padded_budget` per live row (measured once); None = each request's own tree
+                               # "auto" = `padded_budget` per live row (measured once; 0 = plain batched steps,
+                               # no drafter work); None = each request's own tree
                    budget_window:int=8, # rounds of a request's history its acceptance is estimated from
                    budget_min_value:float=0.1, # budgets: a node is drafted if accepted with at least this probability
                    engine:str="auto", # the target's forward (see `generate`)
@@ -326,15 +327,17 @@ def generate_batch(target, # the target causal LM
     elif longest + widest > max_len:  # each request fits alone, not all of them together: refused before any work
         raise ValueError(f"max_len={max_len} is too small for this batch: its longest request needs {longest} slots "
                          f"and its largest tree {widest} more, after the longest row ({longest + widest} in all).")
-    dec = BatchDecoder(target, min(batch_size, len(queue)), max_len, engine, layers.pop())
-    per_row = None
+    B, per_row = min(batch_size, len(queue)), None
     if node_budget == "auto":  # measured once per model, batch size and engine, kept with the model
         memo = target.__dict__.setdefault("_flashspec_budgets", {})
-        key = (dec.B, engine, torch.get_num_threads())
-        if key not in memo: memo[key] = padded_budget(target, dec.B, engine=engine)
+        key = (B, engine, torch.get_num_threads())
+        if key not in memo: memo[key] = padded_budget(target, B, engine=engine)
         per_row = memo[key]
+        if per_row == 0:  # no drafted node pays at this batch size here: plain batched steps, no drafter work at all
+            queue, layers = [(i, req, ids, Drafter()) for i, req, ids, _ in queue], {()}
     elif node_budget is not None and (not isinstance(node_budget, int) or node_budget < 0):
         raise ValueError(f"node_budget must be None, 'auto' or an int >= 0, got {node_budget!r}.")
+    dec = BatchDecoder(target, B, max_len, engine, layers.pop())
     while queue or dec.live():
         for b in dec.free():  # waiting requests take the free rows
             if not queue: break

@@ -37,6 +37,7 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int, sam
                min_prob:float=0.0, # adaptive trees for the model drafter (0 = the fixed `tree`)
                engine:str="auto", compile:bool=False, # flashspec's forward (see `generate`)
                adaptive:AdaptiveConfig|None=None, # `flashspec-adaptive`'s settings (None: the defaults)
+               pad_nodes:dict|None=None, # flashspec's tree sizes padded to measured cheaper ones (see `generate`)
               ) -> tuple[list[int], DecodeStats|None, float]:
     "Decode `ids` with one method; returns `(new tokens, DecodeStats or None, seconds)`."
     if method not in METHODS: raise ValueError(f"Unknown method {method!r}; choose from {', '.join(METHODS)}.")
@@ -62,10 +63,10 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int, sam
         else:
             # a network with its own drafter (a feature drafter), or a causal LM
             drafter = draft.drafter(tree, min_prob=min_prob) if hasattr(draft, "drafter") else ModelDrafter(draft, tree, min_prob=min_prob)
-            if method == "flashspec-merged": drafter = MergedDrafter(drafter, PromptLookupDrafter(tree.depth or 4, min_ngram=2))
+            if method == "flashspec-merged": drafter = MergedDrafter(drafter)
             if method == "flashspec-adaptive": drafter = AdaptiveDrafter(drafter, adaptive or AdaptiveConfig())
         out, st = generate(target, drafter, ids, max_new_tokens, sampling=sampling, tree=tree, seed=seed,
-                           engine=engine, compile=compile)
+                           engine=engine, compile=compile, pad_nodes=pad_nodes)
     return out, st, time.perf_counter() - t0
 
 # %% ../nbs/08_bench.ipynb #02d88f11
@@ -78,13 +79,14 @@ def _fingerprint(model) -> dict|str|None:
                 vocab=None if getattr(model, "draft_vocab", None) is None else len(model.draft_vocab))
 
 def _journal_config(methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens, min_prob, target, draft, engine, compile,
-                    adaptive=None) -> dict:
+                    adaptive=None, pad_nodes=None) -> dict:
     "What must match for a journal to be resumed: the run's settings, the target and the draft."
     return json.loads(json.dumps(dict(
         methods=list(methods), max_new_tokens=max_new_tokens, sampling=vars(sampling), tree=vars(tree),
         repeats=repeats, max_prompt_tokens=max_prompt_tokens, min_prob=min_prob, engine=engine, compile=compile,
         target=_fingerprint(target), draft=_fingerprint(draft),
-        **({} if adaptive is None else dict(adaptive=vars(adaptive))))))  # absent without it: older journals still resume
+        **({} if adaptive is None else dict(adaptive=vars(adaptive))),  # absent without it: older journals still resume
+        **({} if not pad_nodes else dict(pad_nodes={str(k): v for k, v in sorted(pad_nodes.items())})))))
 
 def _read_journal(path:Path, config:dict, prompts:list[dict], n_methods:int) -> list[dict]:
     "Records of the questions `path` holds complete; a partly run question is dropped (it is run again)."
@@ -112,6 +114,7 @@ def bench(target, tokenizer, draft, prompts:list[dict], # Spec-Bench records (`t
           journal:str|Path|None=None, # JSONL file: every finished question is appended; a rerun resumes from it
           engine:str="auto", compile:bool=False, # flashspec's forward (see `generate`)
           adaptive:AdaptiveConfig|None=None, # `flashspec-adaptive`'s settings (None: the defaults)
+          pad_nodes:dict|None=None, # tree sizes padded to measured cheaper ones (`node_padding`; None: none)
          ) -> dict:
     "Run `methods` over `prompts`; returns the results dict (see `summarize`)."
     from tqdm.auto import tqdm
@@ -124,13 +127,14 @@ def bench(target, tokenizer, draft, prompts:list[dict], # Spec-Bench records (`t
     records = []
     if journal is not None:  # header line = the settings; then one record per answer, a question at a time
         journal, config = Path(journal), _journal_config(methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens,
-                                                         min_prob, target, draft, engine, compile, adaptive)
+                                                         min_prob, target, draft, engine, compile, adaptive,
+                                                         pad_nodes)
         if journal.exists(): records = _read_journal(journal, config, prompts, len(methods))
         # rewritten without any partly run question
         atomic_write(journal, lambda tmp: Path(tmp).write_text(_jsonl([dict(journal=config)] + records)))
     done = {r["question_id"] for r in records}
     warm = encode_chat(tokenizer, "Hi")
-    kw = dict(min_prob=min_prob, engine=engine, compile=compile, adaptive=adaptive)
+    kw = dict(min_prob=min_prob, engine=engine, compile=compile, adaptive=adaptive, pad_nodes=pad_nodes)
     for m in methods: run_method(m, target, draft, warm, 8, sampling, tree, **kw)  # warm-up (compiles, if asked)
     n_answers = sum(len(q["turns"]) for q in prompts) * len(methods)
     bar = tqdm(total=n_answers, initial=len(records), desc="bench", disable=not progress, file=sys.stderr)
@@ -258,7 +262,9 @@ def add_cli(sub):
     b.add_argument("--limit", type=int, help="at most N questions, taken round-robin over categories (a limit of at "
                    "least the file's size runs all of it, interleaved)")
     b.add_argument("--categories", nargs="+")
-    b.add_argument("--methods", nargs="+", default=["hf", "hf-assisted", "hf-lookup", "ar", "flashspec"], choices=METHODS)
+    b.add_argument("--methods", nargs="+", default=["hf", "hf-assisted", "hf-lookup", "ar", "flashspec", "flashspec-merged"],
+                   choices=METHODS, help="flashspec: the draft's tree alone; flashspec-merged: with prompt-lookup chains "
+                   "merged in under greedy decoding (the default drafter of generate and demo)")
     b.add_argument("--temperature", type=float, default=0.0)
     b.add_argument("--top-k", type=int, default=0)
     b.add_argument("--top-p", type=float, default=1.0)
@@ -280,7 +286,7 @@ def cmd_bench(args):
                 tree=dict(name=args.tree_name, paths=args.tree.index_paths(), min_prob=args.min_prob), max_new_tokens=args.max_new_tokens,
                 prompts=str(args.prompts or "Spec-Bench"), n_questions=len(prompts))
     meta["quantize"] = getattr(args, "quantize", None)  # INT8 method applied to the target, or None
-    meta.update(engine=args.engine, compile=args.compile)
+    meta.update(engine=args.engine, compile=args.compile, pad_nodes=getattr(args, "pad_nodes", None) or None)
     adaptive = adaptive_config(args)
     if adaptive is None and "flashspec-adaptive" in args.methods: adaptive = AdaptiveConfig()
     if adaptive is not None: meta["adaptive"] = vars(adaptive)
@@ -293,10 +299,12 @@ def cmd_bench(args):
     if journal.exists(): print(f"resuming from {journal}", file=sys.stderr)
     res = bench(target, tok, draft, prompts, args.methods, args.max_new_tokens, s, args.tree,
                 args.repeats, meta=meta, min_prob=args.min_prob, journal=journal, engine=args.engine, compile=args.compile,
-                adaptive=adaptive)
+                adaptive=adaptive, pad_nodes=getattr(args, "pad_nodes", None))
     atomic_write(args.out, lambda tmp: Path(tmp).write_text(json.dumps(res, indent=1)))
     journal.unlink()
-    print(meta["label"]); print(table(res)); print(); print(category_table(res, "flashspec" if "flashspec" in args.methods else args.methods[-1]))
+    print(meta["label"]); print(table(res))
+    for m in [x for x in ("flashspec", "flashspec-merged") if x in args.methods] or [args.methods[-1]]:
+        print(); print(category_table(res, m))
     if args.plot: plot(res, path=args.plot)
     for m, summary in res["monitor"].items():  # one page a person can read per speculative method
         page = Path(args.out).with_suffix(f".{m}.html")

@@ -203,8 +203,10 @@ def merge_drafts(a:Draft, b:Draft) -> Draft:
 
 class MergedDrafter(Drafter):
     "A model drafter's tree with prompt-lookup chains merged in (greedy); the model's tree alone under sampling."
-    def __init__(self, model:ModelDrafter, lookup:PromptLookupDrafter|None=None):
-        self.model, self.lookup = model, lookup or PromptLookupDrafter(depth=model.tree.max_depth or 4)
+    def __init__(self, model:ModelDrafter, # the draft model's tree drafter
+                 lookup:PromptLookupDrafter|None=None, # default: chains of 6 after a 3- or 4-gram match (measured below)
+                ):
+        self.model, self.lookup = model, lookup or PromptLookupDrafter(depth=6, max_ngram=4, min_ngram=3)
         self.proposal, self.feature_layers = model.proposal, model.feature_layers
         self.max_nodes = model.max_nodes + self.lookup.max_nodes - 1
     def start(self, prompt, max_len):
@@ -342,6 +344,7 @@ def generate(target, # the target causal LM
              engine:str="auto", # the target's forward: "native", "hf" (the reference) or "auto" (see *The engine*)
              compile:bool=False, # torch.compile the tree forward; trees are then padded to the drafter's largest
                                # and the cache rounded up to a multiple of 256 slots (fixed shapes across prompts)
+             pad_nodes:dict|None=None, # {N: M}: run a tree of N nodes as M (measured cheaper, see `node_padding`)
             ) -> tuple[list[int], DecodeStats]:
     "Speculative decoding: returns `(new token ids, DecodeStats)`. Greedy output equals the target's greedy output."
     t_start = time.perf_counter()
@@ -349,8 +352,10 @@ def generate(target, # the target causal LM
     ids = check_prompt(target, input_ids, max_new_tokens)
     drafter = _as_drafter(draft, tree, target)
     n_tree = drafter.max_nodes
+    pad = {int(k): int(v) for k, v in (pad_nodes or {}).items()}
+    n_room = max([n_tree] + [m for n, m in pad.items() if n <= n_tree])  # the largest forward a round can run
     bucket = compile and max_len is None
-    max_len = check_room(target, len(ids), max_new_tokens, n_tree, max_len)
+    max_len = check_room(target, len(ids), max_new_tokens, n_room, max_len)
     if bucket: max_len = -(-max_len // 256) * 256  # compiled: cache sizes in steps of 256, so its graphs are reused
     gen = torch.Generator().manual_seed(seed) if seed is not None else None
     eos = _eos_set(target, eos_token_id)
@@ -375,7 +380,8 @@ def generate(target, # the target causal LM
         if int(d.tokens[0]) != int(context[-1]): raise ValueError("A draft tree's root must be the last committed token.")
         t1 = time.perf_counter()
         ti = inputs.get(d.tree.paths)
-        if ti is None: ti = inputs[d.tree.paths] = TreeInputs(d.tree, max_len, dev, dt, n_pad=n_tree if compile else None)
+        if ti is None: ti = inputs[d.tree.paths] = TreeInputs(d.tree, max_len, dev, dt,
+                                                                 n_pad=n_tree if compile else pad.get(d.tree.n_nodes))
         n0 = int(cache.lengths[0])
         toks = torch.zeros(ti.N, dtype=torch.long); toks[:d.tree.n_nodes] = d.tokens
         toks = toks.to(dev)

@@ -17,7 +17,7 @@ from .kvcache import StaticKVCache, forward as hf_forward
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'NativeForward', 'TreeInputs',
            'greedy_accept', 'HFForward', 'make_forward', 'median_ms', 'forward_ms', 'expected_accepted', 'optimal_tree',
-           'best_tree', 'tree_costs', 'draft_acceptance', 'auto_tree']
+           'best_tree', 'tree_costs', 'draft_acceptance', 'auto_tree', 'node_padding']
 
 # %% ../nbs/05a_engine.ipynb #7caaae8c
 NATIVE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
@@ -386,3 +386,17 @@ def auto_tree(target, draft, P=None, # acceptance table (default: `draft_accepta
     verify, rnd = _interp(costs["verify"]), _interp(costs["round"])
     over = rnd(0)
     return best_tree(P, verify, lambda d: max(rnd(d) - over, 0.0), max_nodes, overhead_ms=over)
+
+# %% ../nbs/05a_engine.ipynb #47b14f31
+def node_padding(verify:dict, # measured `{N: ms}` of one target forward (`tree_costs(...)["verify"]`)
+                ) -> dict[int, int]:
+    "`{N: M}`: pad a tree of `N` nodes to `M` where a measured forward of `M > N` nodes costs less than `N`'s."
+    ms = {int(k): float(v) for k, v in verify.items()}
+    if not ms: return {}
+    est = _interp(ms)  # N's own cost: measured, or interpolated between its measured neighbours
+    pad = {}
+    for n in range(1, max(ms) + 1):
+        m = min((k for k in ms if k > n), key=lambda k: (ms[k], k), default=None)  # cheapest larger size
+        if m is not None and ms[m] < (ms[n] if n in ms else est(n)): pad[n] = m
+    return pad
+

@@ -9,12 +9,12 @@ import torch
 from .models import load_target
 from .draft import slice_draft
 from .tree import TreeConfig
-from .decode import Drafter, ModelDrafter, PromptLookupDrafter
+from .decode import Drafter, ModelDrafter, PromptLookupDrafter, MergedDrafter
 from .adaptive import AdaptiveConfig, AdaptiveDrafter
 from .distill import load_distilled_draft
 from .eagle import load_shipped_drafter, load_draft_file
 from .quant import QUANT_METHODS, quantize_target
-from .engine import ENGINES, auto_tree, draft_acceptance
+from .engine import ENGINES, auto_tree, draft_acceptance, tree_costs, node_padding
 
 # %% auto #0
 __all__ = ['adaptive_args', 'adaptive_config', 'model_args', 'load_models', 'choose_tree', 'make_drafter']
@@ -60,11 +60,15 @@ def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--draft-design", choices=["eagle3", "slice"], help="which shipped draft (default: eagle3, the "
                    "fastest measured; slice: the distilled 2-layer slice)")
     p.add_argument("--lookup", action="store_true", help="draft by prompt lookup instead of a model")
+    p.add_argument("--no-merge-lookup", action="store_true", help="the draft model's tree alone (by default greedy "
+                   "decoding merges prompt-lookup chains into it: measured faster, see the decoding notebook)")
     p.add_argument("--depth", type=int, help="tree backbone depth K (default: the cost model's tree for this draft "
                    "and machine where the draft carries its measured acceptance, else 4)")
     p.add_argument("--width", type=int, help="alternatives per level M (default: as --depth, else 3)")
     p.add_argument("--min-prob", type=float, default=0.0,
                    help="adaptive tree: draft a token only where the draft gives it at least this probability (0 = fixed tree)")
+    p.add_argument("--no-pad", action="store_true", help="run each tree at its own size (by default a tree is padded to a "
+                   "larger size whose forward was measured cheaper here, see `node_padding`)")
     adaptive_args(p)
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--device", default="cpu", help="where the target and draft run: cpu, cuda, cuda:1, ...")
@@ -112,6 +116,10 @@ def _quantized(target, tok, draft, args):
             quantize_target(target, args.quantize)
         for w in seen: print(f"flashspec: warning: {w.message}", file=sys.stderr)
     args.tree, args.tree_name = choose_tree(target, draft, args)  # on the target that runs (quantized or not)
+    # forward sizes measured cheaper than smaller ones (the cost model measured them, `node_padding`); none without it
+    measured = args.tree_name.startswith("cost-model") and not getattr(args, "no_pad", False)
+    args.pad_nodes = node_padding(tree_costs(target, draft, engine=getattr(args, "engine", "auto"),
+                                             compile=getattr(args, "compile", False))["verify"]) if measured else {}
     return target, tok, draft
 
 def choose_tree(target, draft, args:argparse.Namespace) -> tuple[TreeConfig, str]:
@@ -127,7 +135,7 @@ def choose_tree(target, draft, args:argparse.Namespace) -> tuple[TreeConfig, str
 
 # %% ../nbs/07a_load.ipynb #2d14a904
 def make_drafter(draft, args:argparse.Namespace) -> Drafter:
-    "The drafter for a draft from `load_models` under the tree options (`--depth`, `--width`, `--min-prob`, `--adaptive`)."
+    "The drafter for a draft from `load_models` under the tree options (`--depth`, `--width`, `--min-prob`, `--adaptive`, `--no-merge-lookup`)."
     cfg = adaptive_config(args)
     if isinstance(draft, Drafter):
         if cfg is not None: raise ValueError(f"--adaptive needs a draft model, not {type(draft).__name__}.")
@@ -135,4 +143,5 @@ def make_drafter(draft, args:argparse.Namespace) -> Drafter:
     tree = getattr(args, "tree", None) or choose_tree(None, draft, args)[0]  # set by `load_models`; else the options'
     mp = getattr(args, "min_prob", 0.0)
     inner = draft.drafter(tree, min_prob=mp) if hasattr(draft, "drafter") else ModelDrafter(draft, tree, min_prob=mp)
-    return inner if cfg is None else AdaptiveDrafter(inner, cfg)
+    if cfg is not None: return AdaptiveDrafter(inner, cfg)
+    return inner if getattr(args, "no_merge_lookup", False) else MergedDrafter(inner)  # the default: measured faster
