@@ -31,7 +31,7 @@ def cmd_generate(args):
         sys.stdout.write(text[len(printed):]); sys.stdout.flush(); printed = text
     s = Sampling(args.temperature, args.top_k, args.top_p)
     out, st = generate(target, make_drafter(draft, args), ids, args.max_new_tokens, sampling=s, seed=args.seed,
-                       streamer=stream, engine=args.engine, compile=args.compile)
+                       streamer=stream, engine=args.engine, compile=args.compile, pad_nodes=args.pad_nodes)
     sys.stdout.write("\n")
     acc = "n/a" if st.acceptance_rate is None else f"{st.acceptance_rate:.2f}"
     print(f"[{st.new_tokens} tokens, {st.ms_per_token:.1f} ms/token, {st.mean_accepted_length:.2f} tokens per target "

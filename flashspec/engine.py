@@ -397,6 +397,6 @@ def node_padding(verify:dict, # measured `{N: ms}` of one target forward (`tree_
     pad = {}
     for n in range(1, max(ms) + 1):
         m = min((k for k in ms if k > n), key=lambda k: (ms[k], k), default=None)  # cheapest larger size
-        if m is not None and ms[m] < (ms[n] if n in ms else est(n)): pad[n] = m
+        if m is not None and ms[m] < est(n): pad[n] = m
     return pad
 
