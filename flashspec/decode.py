@@ -5,7 +5,10 @@
 # %% ../nbs/07_decode.ipynb #c47b2f31
 from __future__ import annotations
 import time
+from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
+import numpy as np
 import torch
 from .models import check_supported
 from .draft import check_compatible
@@ -16,7 +19,8 @@ from .engine import make_forward, TreeInputs, greedy_accept
 
 # %% auto #0
 __all__ = ['Draft', 'Drafter', 'TreeDrafter', 'ModelDrafter', 'PromptLookupDrafter', 'merge_drafts', 'MergedDrafter',
-           'DecodeStats', 'check_prompt', 'check_room', 'prefill_prompt', 'end_round', 'generate']
+           'AnswerStore', 'answers_store', 'StoreDrafter', 'DecodeStats', 'check_prompt', 'check_room',
+           'prefill_prompt', 'end_round', 'generate']
 
 # %% ../nbs/07_decode.ipynb #02cc599b
 @dataclass
@@ -202,21 +206,123 @@ def merge_drafts(a:Draft, b:Draft) -> Draft:
     return Draft(tree, torch.tensor([tok[0]] + [by_path[p] for p in tree.paths]))
 
 class MergedDrafter(Drafter):
-    "A model drafter's tree with prompt-lookup chains merged in (greedy); the model's tree alone under sampling."
+    "A model drafter's tree with lookup chains (and a store's tree) merged in (greedy); the model's alone when sampling."
     def __init__(self, model:ModelDrafter, # the draft model's tree drafter
                  lookup:PromptLookupDrafter|None=None, # default: chains of 6 after a 3- or 4-gram match (measured below)
+                 store:Drafter|None=None, # e.g. a `StoreDrafter` (below): its tree merged in as well; None = none
                 ):
         self.model, self.lookup = model, lookup or PromptLookupDrafter(depth=6, max_ngram=4, min_ngram=3)
+        self.store = store
         self.proposal, self.feature_layers = model.proposal, model.feature_layers
-        self.max_nodes = model.max_nodes + self.lookup.max_nodes - 1
+        self.max_nodes = model.max_nodes + self.lookup.max_nodes - 1 + (store.max_nodes - 1 if store else 0)
     def start(self, prompt, max_len):
-        self.model.start(prompt, max_len); self.lookup.start(prompt, max_len)
+        for d in (self.model, self.lookup, self.store):
+            if d is not None: d.start(prompt, max_len)
     def propose(self, context, sampling, generator=None, hidden=None):
         d = self.model.propose(context, sampling, generator, hidden)
         if not sampling.greedy: return d
-        l = self.lookup.propose(context, sampling, generator, hidden)
-        return d if l.tree.n_nodes == 1 else merge_drafts(d, l)
+        for other in (self.lookup, self.store):
+            if other is None: continue
+            o = other.propose(context, sampling, generator, hidden)
+            if o.tree.n_nodes > 1: d = merge_drafts(d, o)
+        return d
     def accepted(self, n_drafted, n_accepted): self.model.accepted(n_drafted, n_accepted)
+
+# %% ../nbs/07_decode.ipynb #0d3b5350
+class AnswerStore:
+    "An n-gram index over token rows (e.g. the target's own answers): what followed each n-gram, for drafting."
+    def __init__(self, rows, # token-id sequences, each indexed on its own (nothing crosses into the next row)
+                 ngrams=(4, 3, 2), # suffix lengths indexed; a lookup tries the longest first
+                ):
+        ngrams = tuple(sorted(set(ngrams), reverse=True))
+        if not ngrams or ngrams[-1] < 1: raise ValueError(f"ngrams must be positive lengths, got {ngrams}.")
+        parts = []
+        for r in rows:
+            r = np.asarray(r, dtype=np.int64).ravel()
+            if r.size and r.min() < 0: raise ValueError("Rows must hold non-negative token ids.")
+            parts += [r, np.array([-1])]  # -1 ends a row
+        if not parts: raise ValueError("An AnswerStore needs at least one row.")
+        self.tokens = np.concatenate(parts)  # (T,) the rows, each followed by -1
+        self.base = int(self.tokens.max()) + 1  # a key = the n-gram's tokens as a base-`base` number
+        if self.base ** ngrams[0] >= 2 ** 63:
+            raise ValueError(f"{ngrams[0]}-grams of {self.base} token ids overflow int64 keys.")
+        self.ngrams, self.index = ngrams, {n: self._index(n) for n in ngrams}
+
+    def _index(self, n):
+        "(sorted keys, where each continuation starts) of every n-gram followed by a token of its own row."
+        t = self.tokens; m = len(t) - n  # windows t[i:i+n], i < m, have a token after them
+        key, ok = np.zeros(m, dtype=np.int64), t[n:] >= 0  # (m,), (m,): the token after the window is in its row
+        for j in range(n):
+            w = t[j:j + m]; ok &= w >= 0  # the window lies inside one row
+            key = key * self.base + np.maximum(w, 0)
+        pos = np.flatnonzero(ok)
+        order = np.argsort(key[pos], kind="stable")  # equal keys stay in corpus order
+        return key[pos][order], pos[order] + n
+
+    def continuations(self, context, # committed token ids (a list or a 1-D array)
+                      depth:int, cap:int=128) -> tuple[int, np.ndarray|None]:
+        "`(n, C)`: the longest suffix `n` found and its `(m, depth)` continuations `C`, -1 past a row's end."
+        ctx = [int(x) for x in context[-self.ngrams[0]:]]
+        for n in self.ngrams:
+            if len(ctx) < n or min(ctx[-n:]) < 0 or max(ctx[-n:]) >= self.base: continue
+            k = 0
+            for x in ctx[-n:]: k = k * self.base + x
+            keys, pos = self.index[n]
+            lo, hi = np.searchsorted(keys, k), np.searchsorted(keys, k, side="right")
+            if hi == lo: continue
+            p = pos[lo:hi]
+            if len(p) > cap: p = p[np.linspace(0, len(p) - 1, cap).astype(np.int64)]  # spread over the corpus
+            idx = np.minimum(p[:, None] + np.arange(depth), len(self.tokens) - 1)  # (m, depth); the last token is -1
+            c = self.tokens[idx]
+            return n, np.where(np.cumsum(c < 0, 1) > 0, -1, c)  # everything after a row's end: -1
+        return 0, None
+
+def answers_store(path:str|Path|None=None, # a `kd_answers_*.npz` (default: the shared data's, the embedded target's)
+                  vocab_size:int|None=None, # the target's vocabulary: every token must be below it
+                  ngrams=(4, 3, 2)) -> AnswerStore:
+    "An `AnswerStore` of the answer tokens (prompts left out) of a `flashspec distill-data` file."
+    from flashspec.data import data_dir
+    from flashspec.distill import KD_ANSWERS
+    d = np.load(Path(path) if path is not None else data_dir()/KD_ANSWERS)
+    tokens, offs, n_prompt = d["tokens"], d["offsets"], d["n_prompt"]  # each `d[key]` reads the file again: once
+    if vocab_size is not None and int(tokens.max()) >= vocab_size:
+        raise ValueError(f"The answers hold token id {int(tokens.max())}; the target's vocabulary has {vocab_size}: "
+                         "they were written by another model.")
+    return AnswerStore((tokens[offs[i] + n_prompt[i]:offs[i + 1]] for i in range(len(offs) - 1)), ngrams)
+
+# %% ../nbs/07_decode.ipynb #40c713b5
+class StoreDrafter(Drafter):
+    "Propose the most frequent continuations an `AnswerStore` holds for the context's longest indexed suffix."
+    proposal = "delta"  # the tree is a function of the context: deterministic, distinct siblings
+    def __init__(self, store:AnswerStore, depth:int=6, # the longest continuation proposed
+                 nodes:int=6, # the most tree nodes proposed (root not counted)
+                 min_count:int=2, # a proposed prefix began at least this many continuations ...
+                 min_frac:float=0.5, # ... and at least this fraction of them (default measured below)
+                 cap:int=128, # continuations read per lookup
+                ):
+        if depth < 1 or nodes < 1 or cap < 1: raise ValueError("depth, nodes and cap must be >= 1.")
+        if not 0 <= min_frac <= 1: raise ValueError(f"min_frac must be in [0, 1], got {min_frac}.")
+        self.store, self.depth, self.nodes, self.cap = store, depth, nodes, cap
+        self.min_count, self.min_frac = min_count, min_frac
+        self.max_nodes = nodes + 1
+
+    def propose(self, context, sampling, generator=None, hidden=None):
+        _, c = self.store.continuations(context.tolist(), self.depth, self.cap)
+        if c is None: return super().propose(context, sampling, generator, hidden)
+        # how many continuations start with each prefix; -1 only pads a row's end, so row[:j] is real when row[j-1] is
+        cnt = Counter(tuple(row[:j]) for row in c.tolist()
+                      for j in range(1, self.depth + 1) if row[j - 1] >= 0)
+        need = max(self.min_count, self.min_frac * len(c))
+        best = sorted((p for p, k in cnt.items() if k >= need), key=lambda p: (-cnt[p], len(p)))
+        best = best[:self.nodes]  # the most frequent prefixes
+        if not best: return super().propose(context, sampling, generator, hidden)
+        # cnt[parent] >= cnt[child] and the parent is shorter: every kept prefix's parent is kept too
+        ipath, kids = {(): ()}, Counter()
+        for p in sorted(best, key=lambda p: (len(p), -cnt[p], p)):  # level order, siblings by count
+            ipath[p] = ipath[p[:-1]] + (kids[p[:-1]],); kids[p[:-1]] += 1
+        tree = compile_tree(tuple(ipath[p] for p in best))
+        tok = {ipath[p]: p[-1] for p in best}
+        return Draft(tree, torch.tensor([int(context[-1])] + [tok[q] for q in tree.paths]))
 
 # %% ../nbs/07_decode.ipynb #f8eba532
 @dataclass

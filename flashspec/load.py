@@ -9,7 +9,7 @@ import torch
 from .models import load_target
 from .draft import slice_draft
 from .tree import TreeConfig
-from .decode import Drafter, ModelDrafter, PromptLookupDrafter, MergedDrafter
+from .decode import Drafter, ModelDrafter, PromptLookupDrafter, MergedDrafter, StoreDrafter, answers_store
 from .adaptive import AdaptiveConfig, AdaptiveDrafter
 from .distill import load_distilled_draft
 from .eagle import load_shipped_drafter, load_draft_file
@@ -17,7 +17,7 @@ from .quant import QUANT_METHODS, quantize_target
 from .engine import ENGINES, auto_tree, draft_acceptance, tree_costs, node_padding
 
 # %% auto #0
-__all__ = ['adaptive_args', 'adaptive_config', 'model_args', 'load_models', 'choose_tree', 'make_drafter']
+__all__ = ['adaptive_args', 'adaptive_config', 'model_args', 'load_models', 'choose_tree', 'make_drafter', 'store_drafter']
 
 # %% ../nbs/07a_load.ipynb #0ca93320
 def adaptive_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -62,6 +62,9 @@ def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--lookup", action="store_true", help="draft by prompt lookup instead of a model")
     p.add_argument("--no-merge-lookup", action="store_true", help="the draft model's tree alone (by default greedy "
                    "decoding merges prompt-lookup chains into it: measured faster, see the decoding notebook)")
+    p.add_argument("--answer-store", nargs="?", const="shared", metavar="NPZ", help="also merge in the most frequent "
+                   "continuations of the target's own earlier answers (a `distill-data` file; with no file, the shared "
+                   "answers of the embedded target); more tokens per forward, measured slower on a 2-core CPU")
     p.add_argument("--depth", type=int, help="tree backbone depth K (default: the cost model's tree for this draft "
                    "and machine where the draft carries its measured acceptance, else 4)")
     p.add_argument("--width", type=int, help="alternatives per level M (default: as --depth, else 3)")
@@ -115,33 +118,48 @@ def _quantized(target, tok, draft, args):
             warnings.simplefilter("always")
             quantize_target(target, args.quantize)
         for w in seen: print(f"flashspec: warning: {w.message}", file=sys.stderr)
-    args.tree, args.tree_name = choose_tree(target, draft, args)  # on the target that runs (quantized or not)
-    # forward sizes measured cheaper than smaller ones (the cost model measured them, `node_padding`); none without it
-    measured = args.tree_name.startswith("cost-model") and not getattr(args, "no_pad", False)
-    args.pad_nodes = node_padding(tree_costs(target, draft, engine=getattr(args, "engine", "auto"),
-                                             compile=getattr(args, "compile", False))["verify"]) if measured else {}
+    args.tree, args.tree_name, costs = choose_tree(target, draft, args)  # on the target that runs (quantized or not)
+    # forward sizes measured cheaper than smaller ones (`node_padding`), where the cost model measured them
+    args.pad_nodes = node_padding(costs["verify"]) if costs and not getattr(args, "no_pad", False) else {}
     return target, tok, draft
 
-def choose_tree(target, draft, args:argparse.Namespace) -> tuple[TreeConfig, str]:
-    "`(tree, its description)`: `--depth` x `--width` if either is given, else the cost model's tree, else 4 x 3."
+def choose_tree(target, draft, args:argparse.Namespace) -> tuple[TreeConfig, str, dict|None]:
+    "`(tree, its description, the costs measured)`: `--depth` x `--width`, else the cost model's tree, else 4 x 3."
     fixed = args.depth is not None or args.width is not None
     # the cost model needs the target to measure and the draft's acceptance table
     if fixed or target is None or isinstance(draft, Drafter) or draft_acceptance(draft) is None:
         t = TreeConfig(4 if args.depth is None else args.depth, 3 if args.width is None else args.width)
-        return t, f"tree depth {t.depth} x width {t.width}"
-    t, _ = auto_tree(target, draft, engine=getattr(args, "engine", "auto"), compile=getattr(args, "compile", False))
+        return t, f"tree depth {t.depth} x width {t.width}", None
+    costs = tree_costs(target, draft, engine=getattr(args, "engine", "auto"), compile=getattr(args, "compile", False))
+    t, _ = auto_tree(target, draft, costs=costs)  # the costs read (or measured) once, for the tree and the padding
     paths = t.index_paths()
-    return t, (f"cost-model tree ({len(paths) + 1} nodes, depth {max(map(len, paths), default=0)}, measured here)")
+    desc = f"cost-model tree ({len(paths) + 1} nodes, depth {max(map(len, paths), default=0)}, measured here)"
+    return t, desc, costs
 
 # %% ../nbs/07a_load.ipynb #2d14a904
 def make_drafter(draft, args:argparse.Namespace) -> Drafter:
-    "The drafter for a draft from `load_models` under the tree options (`--depth`, `--width`, `--min-prob`, `--adaptive`, `--no-merge-lookup`)."
+    "The drafter for a `load_models` draft under the tree, adaptive and merge options of `model_args`."
     cfg = adaptive_config(args)
     if isinstance(draft, Drafter):
         if cfg is not None: raise ValueError(f"--adaptive needs a draft model, not {type(draft).__name__}.")
+        if getattr(args, "answer_store", None):
+            raise ValueError(f"--answer-store merges into a draft model's trees; this draft is a {type(draft).__name__}.")
         return draft
     tree = getattr(args, "tree", None) or choose_tree(None, draft, args)[0]  # set by `load_models`; else the options'
     mp = getattr(args, "min_prob", 0.0)
     inner = draft.drafter(tree, min_prob=mp) if hasattr(draft, "drafter") else ModelDrafter(draft, tree, min_prob=mp)
+    if getattr(args, "answer_store", None) and (cfg is not None or getattr(args, "no_merge_lookup", False)):
+        raise ValueError("--answer-store merges into the default drafter: drop --adaptive / --no-merge-lookup.")
+    store = store_drafter(args, getattr(inner, "V", None) or None)
     if cfg is not None: return AdaptiveDrafter(inner, cfg)
-    return inner if getattr(args, "no_merge_lookup", False) else MergedDrafter(inner)  # the default: measured faster
+    if getattr(args, "no_merge_lookup", False): return inner
+    return MergedDrafter(inner, store=store)  # the default: measured faster
+
+def store_drafter(args:argparse.Namespace, vocab_size:int|None=None) -> StoreDrafter|None:
+    "The `StoreDrafter` that `--answer-store` asks for (None without it); its tokens checked against `vocab_size`."
+    path = getattr(args, "answer_store", None)
+    if path is None: return None
+    if path == "shared" and getattr(args, "target", None):
+        raise ValueError("--answer-store without a file reads the embedded target's answers; for --target, give a "
+                         "`flashspec distill-data` file of that target's own answers.")
+    return StoreDrafter(answers_store(None if path == "shared" else path, vocab_size=vocab_size))

@@ -9,7 +9,8 @@ from flashspec.models import tiny_llama
 from flashspec.draft import slice_draft
 from flashspec.tree import TreeConfig, compile_tree
 from flashspec.verify import Sampling, probs
-from flashspec.decode import generate, Drafter, Draft, ModelDrafter, PromptLookupDrafter, MergedDrafter, merge_drafts
+from flashspec.decode import (generate, Drafter, Draft, ModelDrafter, PromptLookupDrafter, MergedDrafter, merge_drafts,
+                              AnswerStore, StoreDrafter)
 from flashspec.eagle import FeatureDraft
 from flashspec.adaptive import AdaptiveConfig, AdaptiveDrafter
 
@@ -116,6 +117,8 @@ class NoisyDrafter(Drafter):
         return Draft(t, toks, q)
 
 
+_STORE = AnswerStore([[3, 4, 1, 2], [3, 4, 1, 0], [3, 4, 5, 5], [3, 4, 0, 1], [4, 1, 1]], ngrams=(2,))
+
 def _two_token_chi2(target, drafter_fn, sampling, n, seed):
     "Decode 2 tokens n times; chi-square of their joint against the target's exact p(x1) p(x2|x1)."
     V = target.config.vocab_size
@@ -138,7 +141,7 @@ def _two_token_chi2(target, drafter_fn, sampling, n, seed):
 
 
 @pytest.mark.parametrize("kind", ["model tree", "model tree wider than top-k", "model tree, vocabulary subset",
-                                  "adaptive model tree", "random q, 3 siblings", "prompt lookup"])
+                                  "adaptive model tree", "random q, 3 siblings", "prompt lookup", "answer store"])
 def test_sampling_matches_target_distribution(kind):
     target = tiny_llama(n_layers=2, vocab_size=6, hidden=32, seed=5, tie=False)  # spread-out p: a real test
     s = Sampling(temperature=1.0, top_k=3 if "top-k" in kind else 0)
@@ -149,7 +152,9 @@ def test_sampling_matches_target_distribution(kind):
            # children only where the draft's top probability is >= 0.4: some nodes expanded, some not
            "adaptive model tree": lambda: ModelDrafter(slice_draft(target, 1), TreeConfig(2, 2), min_prob=0.4),
            "random q, 3 siblings": lambda: NoisyDrafter(6, TreeConfig(2, 3)),
-           "prompt lookup": lambda: PromptLookupDrafter(3)}
+           "prompt lookup": lambda: PromptLookupDrafter(3),
+           # after the prompt's "3 4": siblings 1, 5, 0 (a delta proposal: deterministic, distinct), then a level below
+           "answer store": lambda: StoreDrafter(_STORE, depth=2, nodes=6, min_count=1, min_frac=0.0)}
     pv = _two_token_chi2(target, fns[kind], s, n=1200, seed=1)
     assert pv > 1e-4, pv
 
