@@ -297,7 +297,7 @@ class StoreDrafter(Drafter):
     def __init__(self, store:AnswerStore, depth:int=6, # the longest continuation proposed
                  nodes:int=6, # the most tree nodes proposed (root not counted)
                  min_count:int=2, # a proposed prefix began at least this many continuations ...
-                 min_frac:float=0.5, # ... and at least this fraction of them (default measured below)
+                 min_frac:float=0.5, # ... and at least this fraction of them (0.5: a confident chain)
                  cap:int=128, # continuations read per lookup
                 ):
         if depth < 1 or nodes < 1 or cap < 1: raise ValueError("depth, nodes and cap must be >= 1.")
@@ -307,7 +307,8 @@ class StoreDrafter(Drafter):
         self.max_nodes = nodes + 1
 
     def propose(self, context, sampling, generator=None, hidden=None):
-        _, c = self.store.continuations(context.tolist(), self.depth, self.cap)
+        tail = context[-self.store.ngrams[0]:].tolist()  # the longest suffix looked up: not the whole context
+        _, c = self.store.continuations(tail, self.depth, self.cap)
         if c is None: return super().propose(context, sampling, generator, hidden)
         # how many continuations start with each prefix; -1 only pads a row's end, so row[:j] is real when row[j-1] is
         cnt = Counter(tuple(row[:j]) for row in c.tolist()
