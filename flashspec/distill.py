@@ -467,28 +467,55 @@ def load_kd_data(folders:list) -> "datasets.Dataset":
     from datasets import concatenate_datasets, load_from_disk
     return concatenate_datasets([load_from_disk(str(Path(f)/"data")) for f in folders])
 
+def _caps(items:list|None) -> dict:
+    "`--cap SOURCE=N` arguments as {source: N}."
+    caps = {}
+    for it in items or []:
+        s, _, n = it.partition("=")
+        if not s or not n.isdigit(): raise SystemExit(f"--cap takes SOURCE=N (e.g. gsm8k_train=700), not {it!r}.")
+        caps[s] = int(n)
+    return caps
+
+def _check_held_out(init, held):
+    "Warn when `init` may have trained on rows this run holds out: their agreement would be flattered."
+    from safetensors import safe_open
+    with safe_open(str(init), "pt") as f: m = f.metadata() or {}
+    now = [] if held is None else held.rows.tolist()
+    same = (m.get("held_out_sha") == held.tokens_sha() if m.get("held_out_sha") and held is not None
+            else json.loads(m.get("held_out") or "[]") == now)  # older files list row numbers only: compared as such
+    if not same:
+        print(f"warning: {init} held out other rows than this run does (or none): the held-out rows here may be "
+              "rows it trained on, so their agreement would be flattered; compare on other prompts (e.g. Spec-Bench).")
+
 def cmd_distill_features(args):
     "`flashspec distill --features CACHE`: a feature drafter (`--design eagle3`, the cache made first if needed), or a slice on the same rows."
     import numpy as np
-    from flashspec.eagle import extract_features, FeatureData, cache_vocab, train_feature_drafter, train_slice_on_features
+    from flashspec.eagle import (extract_features, FeatureData, cache_vocab, train_feature_drafter, train_slice_on_features,
+                                 capped_rows)
     feats = Path(args.features or Path(args.out)/"features")
     kd = Path(args.kd) if args.kd else data_dir()/KD_ANSWERS
     if not (feats/"progress.json").exists() or FeatureData(feats).meta["rows"] > len(FeatureData(feats)):
+        caps = _caps(args.cap)
+        rows = capped_rows(kd, args.prompts or data_dir()/DISTILL, caps) if caps else None  # None: every conversation
         t16, tok = load_target(args.target, dtype="bfloat16")  # features and top-k from a bf16 pass (3x faster here)
-        extract_features(t16, tok, kd, feats, k=args.topk_features)
+        extract_features(t16, tok, kd, feats, rows=rows, k=args.topk_features)
         del t16
     target, tok = load_target(args.target, dtype="float32")
     data = FeatureData(feats)
     train, held = data.split(args.held_out) if args.held_out else (data, None)
-    vocab = cache_vocab(train, args.draft_vocab, always=sorted(_eos_ids(target))) if args.draft_vocab else None
+    if args.init and args.design != "eagle3": raise SystemExit("--init fine-tunes a feature drafter: use it with --design eagle3.")
+    if args.init: _check_held_out(args.init, held)
+    vocab = (cache_vocab(train, args.draft_vocab, always=sorted(_eos_ids(target)))
+             if args.draft_vocab and not args.init else None)  # a fine-tuned drafter keeps its own vocabulary
     argv = getattr(args, "argv", None) or sys.argv[1:]
     common = dict(steps=args.steps, batch_size=args.train_batch_size, lr=args.lr, warmup=args.warmup, w_ce=args.w_ce,
                   w_kd=args.w_kd, T=args.T, vocab=vocab, mixed_precision=args.mixed_precision, seed=args.seed,
                   ckpt_every=args.ckpt_every, meta=dict(command=" ".join(["flashspec"] + list(argv)),
-                                                        held_out=json.dumps(held.rows.tolist()) if held is not None else ""))
+                                                        held_out=json.dumps(held.rows.tolist()) if held is not None else "",
+                                                        held_out_sha=held.tokens_sha() if held is not None else ""))
     if args.design == "eagle3":
         _, log = train_feature_drafter(target, train, args.out, ttt_steps=args.ttt_steps, step_decay=args.step_decay,
-                                       w_feat=args.w_feat, **common)
+                                       w_feat=args.w_feat, init=args.init, **common)
     else: _, log = train_slice_on_features(target, train, args.out, args.design, args.layers, **common)
     (Path(args.out)/"log.json").write_text(json.dumps(log))
     print(f"target unchanged; trained {args.design} draft -> {Path(args.out)/'draft.safetensors'}")
@@ -552,6 +579,10 @@ def add_cli(subparsers):
     g.add_argument("--step-decay", type=float, default=0.8, help="loss weight of step s: decay ** (s - 1)")
     g.add_argument("--w-feat", type=float, default=0.0, help="weight of the SmoothL1 feature term (EAGLE-1/2); 0 = none")
     g.add_argument("--held-out", type=int, default=200, help="conversations kept out of training (listed in the weights' metadata)")
+    g.add_argument("--cap", action="append", metavar="SOURCE=N",
+                   help="making the cache: at most N conversations of a source of the pool (repeatable), drawn in a "
+                        "fixed shuffled order; default: every conversation, in file order")
+    g.add_argument("--init", help="a feature drafter's .safetensors to start from (fine-tune; its vocabulary is kept)")
     p.set_defaults(fn=cmd_distill)
 
 # %% ../nbs/02_distill.ipynb #3eb29654

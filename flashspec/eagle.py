@@ -17,10 +17,11 @@ from .decode import Drafter, TreeDrafter
 from .engine import Products
 
 # %% auto #0
-__all__ = ['EAGLE_WEIGHTS', 'aux_layers', 'answer_mask', 'last_rows', 'extract_features', 'FeatureDraft', 'ttt_forward',
-           'FeatureData', 'collate_features', 'ttt_loss', 'top_features', 'FeatureDrafter', 'cache_vocab',
-           'train_feature_drafter', 'load_feature_drafter', 'load_shipped_drafter', 'load_draft_file', 'slice_batch',
-           'train_slice_on_features', 'slice_agreement', 'rank_acceptance', 'store_acceptance', 'export_eagle3']
+__all__ = ['EAGLE_WEIGHTS', 'aux_layers', 'answer_mask', 'last_rows', 'capped_rows', 'extract_features', 'FeatureDraft',
+           'ttt_forward', 'FeatureData', 'collate_features', 'ttt_loss', 'top_features', 'FeatureDrafter',
+           'cache_vocab', 'train_feature_drafter', 'load_feature_drafter', 'load_shipped_drafter', 'load_draft_file',
+           'slice_batch', 'train_slice_on_features', 'slice_agreement', 'rank_acceptance', 'store_acceptance',
+           'export_eagle3']
 
 # %% ../nbs/07b_eagle.ipynb #14a8b421
 def aux_layers(n_layers:int) -> tuple[int, int, int]:
@@ -52,6 +53,25 @@ def last_rows(offsets:np.ndarray, conv:np.ndarray) -> np.ndarray:
     last = {}
     for i, c in enumerate(conv): last[int(c)] = i
     return np.array(sorted(last.values()), dtype=np.int64)
+
+def capped_rows(kd_path:str|Path, # the `kd_answers_*.npz`: its `conv` is a line number of `prompts`
+                prompts:str|Path, # the JSONL pool those conversations came from (one `source` per line)
+                caps:dict, # source -> the most conversations kept; a source is `source` up to its first ':'
+                seed:int=0, # the shuffle: the same seed, caps and files give the same rows in the same order
+               ) -> np.ndarray:
+    "The last row of each conversation, in a seeded shuffled order, at most `caps[source]` per source."
+    d = np.load(kd_path); conv = d["conv"]
+    lines = Path(prompts).read_text().split("\n")  # not splitlines(): a JSON string may hold U+2028 and its kin
+    src = [json.loads(l)["source"].split(":")[0] if l.strip() else None for l in lines]  # index = line number
+    unknown = set(caps) - set(src)
+    if unknown: raise ValueError(f"No source {sorted(unknown)} in {prompts}; its sources are {sorted(set(src) - {None})}.")
+    rows = last_rows(d["offsets"], conv)
+    rows = rows[np.random.default_rng(seed).permutation(len(rows))]  # (R,) shuffled, then capped in that order
+    kept, n = [], {}
+    for r in rows:
+        s = src[conv[r]]
+        if n.get(s, 0) < caps.get(s, len(rows)): kept.append(r); n[s] = n.get(s, 0) + 1
+    return np.asarray(kept, dtype=np.int64)
 
 def _open(path:Path, shape, dtype, mode):
     return np.lib.format.open_memmap(path, mode=mode, dtype=dtype, shape=shape if mode == "w+" else None)
@@ -254,6 +274,12 @@ class FeatureData:
         "Two disjoint `FeatureData`: (train, held-out of `n_held_out` rows), drawn at random."
         perm = np.random.default_rng(seed).permutation(self.rows)
         return FeatureData(self.folder, np.sort(perm[n_held_out:])), FeatureData(self.folder, np.sort(perm[:n_held_out]))
+    def tokens_sha(self) -> str:
+        "A fingerprint of these rows' tokens, in order: equal for the same conversations, whatever the cache."
+        import hashlib
+        h = hashlib.sha256()
+        for r in self.rows: h.update(np.ascontiguousarray(self.arr["tokens"][self.offsets[r]:self.offsets[r + 1]]).tobytes())
+        return h.hexdigest()[:16]
 
 def collate_features(rows:list[dict], device=None, dtype=torch.float32) -> dict:
     "Right-pad rows: feats (B, L, F), tokens (B, L), valid (B, L), mask (B, L), top_ids (B, L, k), top_vals (B, L, k)."
@@ -409,13 +435,21 @@ def train_feature_drafter(target, data:FeatureData, out:str|Path, # folder for c
                           vocab=None, # token ids of the head's subset (see `cache_vocab`); None = all
                           mixed_precision:str="bf16", seed:int=0, progress:bool=True, on_step=None, meta:dict|None=None,
                           ckpt_every:int=100, # steps between checkpoints (a killed run resumes from the last)
+                          init:str|Path|None=None, # a saved feature drafter to start from (fine-tuning); its vocabulary is kept
                          ) -> tuple[FeatureDraft, list[dict]]:
     "Train a `FeatureDraft` for `target` on a feature cache; resumes from `out`. Returns `(draft, log)`."
     from flashspec.distill import train_draft, target_fingerprint
     if data.meta["layers"] != list(aux_layers(target.config.num_hidden_layers)) or data.meta["fingerprint"] != target_fingerprint(target):
         raise ValueError(f"The feature cache {data.folder} was made from another target or other layers.")
     torch.manual_seed(seed)
-    fd = FeatureDraft(target, vocab)
+    if init is None: fd = FeatureDraft(target, vocab)
+    else:
+        fd = load_feature_drafter(target, init).train()  # frozen and in eval mode as loaded: train its own parameters again
+        for n, p in fd.named_parameters(): p.requires_grad_(True)
+        del fd.meta  # the file's metadata (its measured acceptance above all) describes the weights before this run
+        if vocab is not None and not torch.equal(torch.as_tensor(vocab, dtype=torch.long).unique().cpu(), fd.vocab):
+            raise ValueError(f"{init} has its own vocabulary subset; leave `vocab` unset to fine-tune it.")
+        meta = dict(meta or {}, init=str(init))
     before = param_hashes(target)
     def step_fn(m, rows, device):
         b = collate_features(rows, device)
@@ -424,7 +458,7 @@ def train_feature_drafter(target, data:FeatureData, out:str|Path, # folder for c
     meta = dict(meta or {}, design="eagle3", layers=json.dumps(list(fd.layers)), target_fingerprint=target_fingerprint(target),
                 ttt_steps=ttt_steps, step_decay=step_decay, w_feat=w_feat, cache=str(data.folder), rows=len(data))
     log = train_draft(fd, data, out, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, w_ce=w_ce, w_kd=w_kd, T=T,
-                      seed=seed, mixed_precision=mixed_precision, meta=meta, vocab=None if vocab is None else fd.vocab,
+                      seed=seed, mixed_precision=mixed_precision, meta=meta, vocab=None if vocab is None and init is None else fd.vocab,
                       ckpt_every=ckpt_every,
                       progress=progress, on_step=on_step, step_fn=step_fn)
     if param_hashes(target) != before: raise RuntimeError("Training changed the target's parameters.")
