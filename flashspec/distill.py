@@ -503,7 +503,6 @@ def cmd_distill_features(args):
     target, tok = load_target(args.target, dtype="float32")
     data = FeatureData(feats)
     train, held = data.split(args.held_out) if args.held_out else (data, None)
-    if args.init and args.design != "eagle3": raise SystemExit("--init fine-tunes a feature drafter: use it with --design eagle3.")
     if args.init: _check_held_out(args.init, held)
     vocab = (cache_vocab(train, args.draft_vocab, always=sorted(_eos_ids(target)))
              if args.draft_vocab and not args.init else None)  # a fine-tuned drafter keeps its own vocabulary
@@ -523,7 +522,10 @@ def cmd_distill_features(args):
 
 def cmd_distill(args):
     "`flashspec distill`: train a draft of the chosen design on the target's own answers."
+    if args.init and args.design != "eagle3":  # before any data is made: a feature cache can take an hour
+        raise SystemExit("--init fine-tunes a feature drafter: use it with --design eagle3.")
     if args.design == "eagle3" or args.features: return cmd_distill_features(args)
+    if args.cap: raise SystemExit("--cap selects a feature cache's conversations: use it with --design eagle3 or --features.")
     data = [Path(d) for d in args.data] if args.data else [Path(args.out)/"answers"]
     if not args.data and not (data[0]/"data").exists():
         cmd_distill_data(args)

@@ -445,7 +445,7 @@ def train_feature_drafter(target, data:FeatureData, out:str|Path, # folder for c
     if init is None: fd = FeatureDraft(target, vocab)
     else:
         fd = load_feature_drafter(target, init).train()  # frozen and in eval mode as loaded: train its own parameters again
-        for n, p in fd.named_parameters(): p.requires_grad_(True)
+        fd.requires_grad_(True)
         del fd.meta  # the file's metadata (its measured acceptance above all) describes the weights before this run
         if vocab is not None and not torch.equal(torch.as_tensor(vocab, dtype=torch.long).unique().cpu(), fd.vocab):
             raise ValueError(f"{init} has its own vocabulary subset; leave `vocab` unset to fine-tune it.")
