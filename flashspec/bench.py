@@ -11,7 +11,7 @@ import torch
 import transformers
 from .models import encode_chat, atomic_write, hardware
 from .data import read_prompts
-from .load import load_models, adaptive_config, store_drafter
+from .load import load_models, adaptive_config, store_drafter, merge_gate
 from .tree import TreeConfig
 from .verify import Sampling
 from .decode import generate, Drafter, ModelDrafter, MergedDrafter, PromptLookupDrafter, DecodeStats
@@ -39,6 +39,7 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int, sam
                adaptive:AdaptiveConfig|None=None, # `flashspec-adaptive`'s settings (None: the defaults)
                pad_nodes:dict|None=None, # flashspec's tree sizes padded to measured cheaper ones (see `generate`)
                store:Drafter|None=None, # merged into flashspec-merged's trees as well (`--answer-store`)
+               gate:dict|None=None, # flashspec-merged's gate (`merge_gate`: the cost model's costs); None: merge whole
               ) -> tuple[list[int], DecodeStats|None, float]:
     "Decode `ids` with one method; returns `(new tokens, DecodeStats or None, seconds)`."
     if method not in METHODS: raise ValueError(f"Unknown method {method!r}; choose from {', '.join(METHODS)}.")
@@ -64,7 +65,7 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int, sam
         else:
             # a network with its own drafter (a feature drafter), or a causal LM
             drafter = draft.drafter(tree, min_prob=min_prob) if hasattr(draft, "drafter") else ModelDrafter(draft, tree, min_prob=min_prob)
-            if method == "flashspec-merged": drafter = MergedDrafter(drafter, store=store)
+            if method == "flashspec-merged": drafter = MergedDrafter(drafter, store=store, **(gate or {}))
             if method == "flashspec-adaptive": drafter = AdaptiveDrafter(drafter, adaptive or AdaptiveConfig())
         out, st = generate(target, drafter, ids, max_new_tokens, sampling=sampling, tree=tree, seed=seed,
                            engine=engine, compile=compile, pad_nodes=pad_nodes)
@@ -80,7 +81,7 @@ def _fingerprint(model) -> dict|str|None:
                 vocab=None if getattr(model, "draft_vocab", None) is None else len(model.draft_vocab))
 
 def _journal_config(methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens, min_prob, target, draft, engine, compile,
-                    adaptive=None, pad_nodes=None, store=None) -> dict:
+                    adaptive=None, pad_nodes=None, store=None, gate=None) -> dict:
     "What must match for a journal to be resumed: the run's settings, the target and the draft."
     return json.loads(json.dumps(dict(
         methods=list(methods), max_new_tokens=max_new_tokens, sampling=vars(sampling), tree=vars(tree),
@@ -88,7 +89,8 @@ def _journal_config(methods, max_new_tokens, sampling, tree, repeats, max_prompt
         target=_fingerprint(target), draft=_fingerprint(draft),
         **({} if adaptive is None else dict(adaptive=vars(adaptive))),  # absent without it: older journals still resume
         **({} if not pad_nodes else dict(pad_nodes={str(k): v for k, v in sorted(pad_nodes.items())})),
-        **({} if store is None else dict(store=_store_config(store))))))
+        **({} if store is None else dict(store=_store_config(store))),
+        **({} if not gate else dict(gate=gate)))))
 
 def _store_config(store) -> dict:
     "What identifies a merged-in store drafter: its class, settings and corpus size."
@@ -124,6 +126,7 @@ def bench(target, tokenizer, draft, prompts:list[dict], # Spec-Bench records (`t
           adaptive:AdaptiveConfig|None=None, # `flashspec-adaptive`'s settings (None: the defaults)
           pad_nodes:dict|None=None, # tree sizes padded to measured cheaper ones (`node_padding`; None: none)
           store:Drafter|None=None, # merged into flashspec-merged's trees as well (e.g. a `StoreDrafter`)
+          gate:dict|None=None, # flashspec-merged's gate settings (`merge_gate`); None: merged whole
          ) -> dict:
     "Run `methods` over `prompts`; returns the results dict (see `summarize`)."
     from tqdm.auto import tqdm
@@ -137,13 +140,14 @@ def bench(target, tokenizer, draft, prompts:list[dict], # Spec-Bench records (`t
     if journal is not None:  # header line = the settings; then one record per answer, a question at a time
         journal, config = Path(journal), _journal_config(methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens,
                                                          min_prob, target, draft, engine, compile, adaptive,
-                                                         pad_nodes, store)
+                                                         pad_nodes, store, gate)
         if journal.exists(): records = _read_journal(journal, config, prompts, len(methods))
         # rewritten without any partly run question
         atomic_write(journal, lambda tmp: Path(tmp).write_text(_jsonl([dict(journal=config)] + records)))
     done = {r["question_id"] for r in records}
     warm = encode_chat(tokenizer, "Hi")
-    kw = dict(min_prob=min_prob, engine=engine, compile=compile, adaptive=adaptive, pad_nodes=pad_nodes, store=store)
+    kw = dict(min_prob=min_prob, engine=engine, compile=compile, adaptive=adaptive, pad_nodes=pad_nodes, store=store,
+              gate=gate)
     for m in methods: run_method(m, target, draft, warm, 8, sampling, tree, **kw)  # warm-up (compiles, if asked)
     n_answers = sum(len(q["turns"]) for q in prompts) * len(methods)
     bar = tqdm(total=n_answers, initial=len(records), desc="bench", disable=not progress, file=sys.stderr)
@@ -302,6 +306,8 @@ def cmd_bench(args):
     if store is not None:
         meta["answer_store"] = _store_config(store)
         meta["draft"] = f"{meta['draft']}; flashspec-merged with an answer store merged in"
+    gate = merge_gate(args)
+    meta["merge_gate"] = bool(gate)  # flashspec-merged cuts chains that do not pay (`MergedDrafter`)
     adaptive = adaptive_config(args)
     if adaptive is None and "flashspec-adaptive" in args.methods: adaptive = AdaptiveConfig()
     if adaptive is not None: meta["adaptive"] = vars(adaptive)
@@ -314,7 +320,7 @@ def cmd_bench(args):
     if journal.exists(): print(f"resuming from {journal}", file=sys.stderr)
     res = bench(target, tok, draft, prompts, args.methods, args.max_new_tokens, s, args.tree,
                 args.repeats, meta=meta, min_prob=args.min_prob, journal=journal, engine=args.engine, compile=args.compile,
-                adaptive=adaptive, pad_nodes=getattr(args, "pad_nodes", None), store=store)
+                adaptive=adaptive, pad_nodes=getattr(args, "pad_nodes", None), store=store, gate=gate)
     atomic_write(args.out, lambda tmp: Path(tmp).write_text(json.dumps(res, indent=1)))
     journal.unlink()
     print(meta["label"]); print(table(res))

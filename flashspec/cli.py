@@ -10,7 +10,7 @@ from .data import read_prompts
 from .tree import TreeConfig
 from .verify import Sampling
 from .decode import generate
-from .load import model_args, load_models, make_drafter, adaptive_config
+from .load import model_args, load_models, make_drafter, adaptive_config, merge_gate
 from .bench import add_cli as bench_cli, bench, table
 from .distill import add_cli as distill_cli
 
@@ -56,7 +56,7 @@ def cmd_demo(args):
                + ([] if adaptive is None or args.lookup else ["flashspec-adaptive"]))
     res = bench(target, tok, draft, prompts, methods, args.max_new_tokens, tree=args.tree,
                 meta=dict(label=label), min_prob=args.min_prob, engine=args.engine, compile=args.compile,
-                adaptive=adaptive)
+                adaptive=adaptive, pad_nodes=args.pad_nodes, gate=merge_gate(args))
     print(table(res))
     bad = [m for m, r in res["methods"].items() if r["identical_to_hf"] != 1.0]
     if bad:

@@ -15,12 +15,12 @@ from .draft import check_compatible
 from .tree import Tree, TreeConfig, compile_tree, batch_trees, tree_bias
 from .verify import Sampling, probs, verify_greedy, verify_sampling
 from .kvcache import StaticKVCache, append, forward, prefill, tree_step, commit, causal_bias
-from .engine import make_forward, TreeInputs, greedy_accept
+from .engine import make_forward, TreeInputs, greedy_accept, _interp
 
 # %% auto #0
-__all__ = ['Draft', 'Drafter', 'TreeDrafter', 'ModelDrafter', 'PromptLookupDrafter', 'merge_drafts', 'MergedDrafter',
-           'AnswerStore', 'answers_store', 'StoreDrafter', 'DecodeStats', 'check_prompt', 'check_room',
-           'prefill_prompt', 'end_round', 'generate']
+__all__ = ['Draft', 'Drafter', 'TreeDrafter', 'ModelDrafter', 'PromptLookupDrafter', 'merge_drafts', 'draft_token_paths',
+           'cut_draft', 'DepthStats', 'gate_depth', 'MergedDrafter', 'AnswerStore', 'answers_store', 'StoreDrafter',
+           'DecodeStats', 'check_prompt', 'check_room', 'prefill_prompt', 'end_round', 'generate']
 
 # %% ../nbs/07_decode.ipynb #02cc599b
 @dataclass
@@ -205,27 +205,134 @@ def merge_drafts(a:Draft, b:Draft) -> Draft:
     by_path = {path[i]: tok[i] for i in path}
     return Draft(tree, torch.tensor([tok[0]] + [by_path[p] for p in tree.paths]))
 
+# %% ../nbs/07_decode.ipynb #b7d2f1e2
+def draft_token_paths(d:Draft) -> list[tuple]:
+    "Each drafted node's token path below the root (the root's token left out), in node order."
+    tok, par, out = d.tokens.tolist(), d.tree.parent.tolist(), [()]
+    for i in range(1, d.tree.n_nodes): out.append(out[par[i]] + (tok[i],))  # parents come first
+    return out[1:]
+
+def cut_draft(d:Draft, depth:int) -> Draft:
+    "`d` without its nodes deeper than `depth` (0: the root alone)."
+    if depth >= d.tree.max_depth: return d
+    tree = compile_tree(tuple(p for p in d.tree.paths if len(p) <= depth))
+    by = dict(zip(d.tree.paths, d.tokens[1:].tolist()))  # node i >= 1 is tree.paths[i - 1]
+    return Draft(tree, torch.tensor([int(d.tokens[0])] + [by[p] for p in tree.paths]))
+
+class DepthStats:
+    "How often a drafter's trees matched the tokens committed after them, per depth (greedy, decayed)."
+    def __init__(self, depth:int, # deepest depth tracked
+                 prior:float=0.5, # each depth's rate starts here ...
+                 weight:float=2.0, # ... worth this many trees
+                 decay:float=0.95): # older trees count less: the rate follows the request's current stretch
+        self.prior, self.weight, self.decay = prior, weight, decay
+        self.hit, self.seen = np.zeros(depth), np.zeros(depth)
+        self.pending = []  # [where its depth-1 token lands, token paths, their prefixes, depth matched]
+
+    def add(self, start:int, # where the tree's depth-1 token lands in the context (its length now)
+            d:Draft):
+        "Track `d` until the committed tokens decide how deep it matched (verified or not)."
+        paths = set(draft_token_paths(d))
+        if paths: self.pending.append([start, paths, {p[:-1] for p in paths}, 0])
+
+    def resolve(self, context:torch.Tensor):
+        "Score the tracked trees on the tokens committed since (`context`: all); drop the decided ones."
+        if not self.pending: return
+        lo, keep = min(p[0] for p in self.pending), []
+        ctx = context[lo:].tolist()
+        for p in self.pending:
+            start, paths, parents, m = p
+            c = ctx[start - lo:]
+            # depth m + 1 is scored where the tree has a node below the match so far
+            while m < len(self.hit) and m < len(c) and tuple(c[:m]) in parents:
+                h = tuple(c[:m + 1]) in paths
+                self.hit[m] = self.decay * self.hit[m] + h
+                self.seen[m] = self.decay * self.seen[m] + 1
+                if not h: break
+                m += 1
+            else:
+                if m < len(self.hit) and m >= len(c) and tuple(c[:m]) in parents:
+                    p[3] = m; keep.append(p)  # decided once more tokens are committed
+        self.pending = keep
+
+    def rates(self) -> np.ndarray:
+        "(depth,) the chance a depth-d node matches, given its parent did (prior-smoothed)."
+        return (self.hit + self.prior * self.weight) / (self.seen + self.weight)
+
+    def reach(self, depth:int) -> np.ndarray:
+        "(depth,) the chance the match reaches depth 1..depth: the running product of `rates`."
+        r = self.rates()
+        return np.cumprod(np.concatenate([r, np.full(max(depth - len(r), 0), r[-1])])[:depth])
+
+# %% ../nbs/07_decode.ipynb #e0a5c4b5
+def gate_depth(model:Draft, # the tree merged so far (the model's, with any earlier source's)
+               other:Draft, # a source's tree to merge in
+               expected:float, # tokens a round of `model` yields (the bonus included)
+               reach:np.ndarray, # (depth,) the chance `other` matches to depth 1.. (`DepthStats.reach`)
+               round_ms, # round_ms(N) -> ms of a round whose forward has N nodes (all included)
+              ) -> tuple[int, float]:
+    "`(depth, gain)`: where to cut `other` for the most expected tokens per ms, and the tokens it adds."
+    have, theirs = set(draft_token_paths(model)), draft_token_paths(other)
+    by_depth, new = Counter(map(len, theirs)), Counter(len(p) for p in theirs if p not in have)
+    n = model.tree.n_nodes
+    best, best_rate, gain = (0, 0.0), expected / round_ms(n), 0.0
+    for L in range(1, other.tree.max_depth + 1):
+        # one right token per position (greedy): a new node's match adds to the model's, never overlaps
+        gain += float(reach[L - 1]) * new[L] / by_depth[L]
+        n += new[L]
+        rate = (expected + gain) / round_ms(n)
+        if rate > best_rate: best, best_rate = (L, gain), rate
+    return best
+
 class MergedDrafter(Drafter):
-    "A model drafter's tree with lookup chains (and a store's tree) merged in (greedy); the model's alone when sampling."
+    "A model drafter's tree with lookup chains (and a store's tree) merged in (greedy; sampling: the model's)."
     def __init__(self, model:ModelDrafter, # the draft model's tree drafter
-                 lookup:PromptLookupDrafter|None=None, # default: chains of 6 after a 3- or 4-gram match (measured below)
-                 store:Drafter|None=None, # e.g. a `StoreDrafter` (below): its tree merged in as well; None = none
+                 lookup:PromptLookupDrafter|None=None, # default: chains of 6 after a 3- or 4-gram match
+                 store:Drafter|None=None, # e.g. a `StoreDrafter` (below): its tree merged in too
+                 costs:dict|None=None, # the cost model's figures (`tree_costs`): each source's tree is
+                                       # cut to the depth that pays (`gate_depth`); None: merged whole
+                 pad_nodes:dict|None=None, # {N: M} the forward sizes `generate` pads to (with `costs`)
                 ):
         self.model, self.lookup = model, lookup or PromptLookupDrafter(depth=6, max_ngram=4, min_ngram=3)
-        self.store = store
+        self.store, self.costs = store, costs
+        self.pad = {int(k): int(v) for k, v in (pad_nodes or {}).items()}
+        if costs is not None: self._verify, self._round = _interp(costs["verify"]), _interp(costs["round"])
         self.proposal, self.feature_layers = model.proposal, model.feature_layers
         self.max_nodes = model.max_nodes + self.lookup.max_nodes - 1 + (store.max_nodes - 1 if store else 0)
+        self.gated = Counter()  # source -> rounds its tree was cut short or left out (with `costs`)
+
     def start(self, prompt, max_len):
         for d in (self.model, self.lookup, self.store):
             if d is not None: d.start(prompt, max_len)
+        self.stats = {k: DepthStats(self.max_nodes) for k in ("model", "lookup", "store")}  # per request
+
+    def round_ms(self, n_nodes:int, depth:int) -> float:
+        "The cost model's ms for a round: `depth` draft steps, a forward of `n_nodes` (padded)."
+        return self._verify(self.pad.get(n_nodes, n_nodes)) + max(self._round(depth), 0.0)
+
     def propose(self, context, sampling, generator=None, hidden=None):
         d = self.model.propose(context, sampling, generator, hidden)
         if not sampling.greedy: return d
-        for other in (self.lookup, self.store):
+        gate = self.costs is not None
+        if gate:
+            for s in self.stats.values(): s.resolve(context)
+            self.stats["model"].add(len(context), d)
+            depth = d.tree.max_depth
+            expected = 1 + float(self.stats["model"].reach(depth).sum()) if depth else 1.0
+        for name, other in (("lookup", self.lookup), ("store", self.store)):
             if other is None: continue
             o = other.propose(context, sampling, generator, hidden)
-            if o.tree.n_nodes > 1: d = merge_drafts(d, o)
+            if o.tree.n_nodes == 1: continue
+            if gate:
+                self.stats[name].add(len(context), o)
+                L, gain = gate_depth(d, o, expected, self.stats[name].reach(o.tree.max_depth),
+                                     lambda n: self.round_ms(n, depth))
+                if L < o.tree.max_depth: self.gated[name] += 1
+                if L == 0: continue
+                o, expected = cut_draft(o, L), expected + gain
+            d = merge_drafts(d, o)
         return d
+
     def accepted(self, n_drafted, n_accepted): self.model.accepted(n_drafted, n_accepted)
 
 # %% ../nbs/07_decode.ipynb #0d3b5350

@@ -4,7 +4,7 @@
 
 # %% ../nbs/05a_engine.ipynb #619217c0
 from __future__ import annotations
-import functools, heapq, json, statistics, time
+import functools, heapq, json, os, statistics, time, warnings
 from pathlib import Path
 import torch
 import torch.nn.functional as F
@@ -17,7 +17,7 @@ from .kvcache import StaticKVCache, forward as hf_forward
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'NativeForward', 'TreeInputs',
            'greedy_accept', 'HFForward', 'make_forward', 'median_ms', 'forward_ms', 'expected_accepted', 'optimal_tree',
-           'best_tree', 'tree_costs', 'draft_acceptance', 'auto_tree', 'node_padding']
+           'best_tree', 'other_load', 'tree_costs', 'draft_acceptance', 'auto_tree', 'node_padding']
 
 # %% ../nbs/05a_engine.ipynb #7caaae8c
 NATIVE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
@@ -340,6 +340,21 @@ def _costs_key(target, draft, engine:str, compile:bool) -> str:
             f"{type(draft).__name__}:{n}:{0 if v is None else len(v)}|threads={torch.get_num_threads()}")
 
 # %% ../nbs/05a_engine.ipynb #c783e5a7
+def other_load(seconds:float=0.5) -> float|None:
+    "Cores other processes kept busy over `seconds` (this one sleeps meanwhile), from /proc; None where unknown."
+    def read():
+        v = [int(x) for x in open("/proc/stat").readline().split()[1:]]       # user nice system idle iowait ...
+        me = open("/proc/self/stat").read().rsplit(")", 1)[1].split()         # fields from the 3rd on
+        return sum(v) - v[3] - v[4], int(me[11]) + int(me[12])                # busy ticks; ours (utime + stime)
+    try:
+        cpus = sum(1 for l in open("/proc/stat") if l[:3] == "cpu" and l[3].isdigit())
+        if cpus != len(os.sched_getaffinity(0)): return None  # /proc shows the host's cores, not ours
+        (b0, m0), t0 = read(), time.perf_counter()
+        time.sleep(seconds)
+        (b1, m1), t1 = read(), time.perf_counter()
+    except (OSError, ValueError, IndexError, AttributeError): return None
+    return max((b1 - b0) - (m1 - m0), 0) / os.sysconf("SC_CLK_TCK") / (t1 - t0)
+
 @torch.no_grad()
 def tree_costs(target, draft, # the target, and the draft `generate` takes (model, network or `Drafter` class)
                sizes=(1, 2, 3, 4, 6, 8, 12, 16, 24, 32), # forward sizes N measured
@@ -347,6 +362,8 @@ def tree_costs(target, draft, # the target, and the draft `generate` takes (mode
                engine:str="auto", compile:bool=False,
                refresh:bool=False, # measure again even if cached
                path=None, # the cache file (default `cache_dir()/costs.json`)
+               max_other_load:float|None=0.5, # cores other processes may keep busy meanwhile, beyond which the
+                                              # figures are not cached (`other_load`); None: not checked
               ) -> dict:
     "Measured `{'verify': {N: ms}, 'round': {depth: ms}}` for `target` and `draft` here (cached, see above)."
     from flashspec.models import cache_dir
@@ -355,6 +372,8 @@ def tree_costs(target, draft, # the target, and the draft `generate` takes (mode
     key = _costs_key(target, draft, engine, compile)
     book = json.loads(path.read_text()) if path.exists() else {}
     if key in book and not refresh: return book[key]
+    check = (lambda: other_load()) if max_other_load is not None else (lambda: None)
+    busy = [check()]                                                        # before, and after (below)
     verify = {n: forward_ms(target, n, engine=engine, compile=compile) for n in sizes}
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, target.config.vocab_size, (64,), generator=g)
@@ -367,6 +386,11 @@ def tree_costs(target, draft, # the target, and the draft `generate` takes (mode
         b = generate(target, dr, ids, 40, engine=engine, compile=compile, eos_token_id=[])[1]
         # the difference of two runs leaves out the first round (a feature drafter takes in the whole prompt there)
         rnd[d] = max(1000 * (rest(b) - rest(a)) / max(b.target_forwards - a.target_forwards, 1), 0.0)
+    busy.append(check())
+    if max_other_load is not None and max(b or 0.0 for b in busy) > max_other_load:  # another job shared the cores: these timings would mislead every later run
+        warnings.warn(f"Other processes kept {max(b or 0.0 for b in busy):.1f} cores busy while flashspec measured the "
+                      f"tree's costs: they are used for this run but not cached in {path}. Measure with the machine idle.")
+        return dict(verify=verify, round=rnd)
     book[key] = dict(verify=verify, round=rnd)
     atomic_write(path, lambda t: Path(t).write_text(json.dumps(book, indent=1)))
     return book[key]

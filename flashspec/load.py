@@ -17,7 +17,8 @@ from .quant import QUANT_METHODS, quantize_target
 from .engine import ENGINES, auto_tree, draft_acceptance, tree_costs, node_padding
 
 # %% auto #0
-__all__ = ['adaptive_args', 'adaptive_config', 'model_args', 'load_models', 'choose_tree', 'make_drafter', 'store_drafter']
+__all__ = ['adaptive_args', 'adaptive_config', 'model_args', 'load_models', 'choose_tree', 'make_drafter', 'merge_gate',
+           'store_drafter']
 
 # %% ../nbs/07a_load.ipynb #0ca93320
 def adaptive_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -62,6 +63,8 @@ def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--lookup", action="store_true", help="draft by prompt lookup instead of a model")
     p.add_argument("--no-merge-lookup", action="store_true", help="the draft model's tree alone (by default greedy "
                    "decoding merges prompt-lookup chains into it: measured faster, see the decoding notebook)")
+    p.add_argument("--no-gate", action="store_true", help="merge every lookup chain (and store tree) whole; by default "
+                   "each is cut to the depth the cost model says pays on this machine, where it measured one")
     p.add_argument("--answer-store", nargs="?", const="shared", metavar="NPZ", help="also merge in the most frequent "
                    "continuations of the target's own earlier answers (a `distill-data` file; with no file, the shared "
                    "answers of the embedded target); more tokens per forward, measured slower on a 2-core CPU")
@@ -118,7 +121,10 @@ def _quantized(target, tok, draft, args):
             warnings.simplefilter("always")
             quantize_target(target, args.quantize)
         for w in seen: print(f"flashspec: warning: {w.message}", file=sys.stderr)
-    args.tree, args.tree_name, costs = choose_tree(target, draft, args)  # on the target that runs (quantized or not)
+    # the tree, on the target that runs (quantized or not), and the cost model's measurements (None for a
+    # fixed tree), which the padding and the merge gate read
+    args.tree, args.tree_name, args.costs = choose_tree(target, draft, args)
+    costs = args.costs
     # forward sizes measured cheaper than smaller ones (`node_padding`), where the cost model measured them
     args.pad_nodes = node_padding(costs["verify"]) if costs and not getattr(args, "no_pad", False) else {}
     return target, tok, draft
@@ -153,7 +159,13 @@ def make_drafter(draft, args:argparse.Namespace) -> Drafter:
     store = store_drafter(args, getattr(inner, "V", None) or None)
     if cfg is not None: return AdaptiveDrafter(inner, cfg)
     if getattr(args, "no_merge_lookup", False): return inner
-    return MergedDrafter(inner, store=store)  # the default: measured faster
+    return MergedDrafter(inner, store=store, **merge_gate(args))  # the default: measured faster
+
+def merge_gate(args:argparse.Namespace) -> dict:
+    "`MergedDrafter`'s gate settings from `load_models`' costs and padding (empty: merge whole, as `--no-gate` asks)."
+    costs = getattr(args, "costs", None)
+    if costs is None or getattr(args, "no_gate", False): return {}
+    return dict(costs=costs, pad_nodes=getattr(args, "pad_nodes", None))
 
 def store_drafter(args:argparse.Namespace, vocab_size:int|None=None) -> StoreDrafter|None:
     "The `StoreDrafter` that `--answer-store` asks for (None without it); its tokens checked against `vocab_size`."

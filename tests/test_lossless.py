@@ -64,6 +64,11 @@ def test_greedy_lossless_any_tree(raw, plen, seed):
     merged = MergedDrafter(ModelDrafter(_draft, TreeConfig(paths=paths), vocab=sub, min_prob=0.01 * (seed % 3)),
                            PromptLookupDrafter(3, min_ngram=1))
     assert generate(_target, merged, prompt, 20, eos_token_id=-1)[0] == ref
+    # gated by a cost model: from flat (every chain merged whole) to steep (most left out or cut)
+    costs = dict(verify={1: 10.0, 64: 10.0 + 63.0 * (seed % 5)}, round={0: 1.0, 4: 1.0 + seed % 3})
+    gated = MergedDrafter(ModelDrafter(_draft, TreeConfig(paths=paths)), PromptLookupDrafter(3, min_ngram=1),
+                          costs=costs, pad_nodes={n: n + seed % 2 for n in range(1, 40)})
+    assert generate(_target, gated, prompt, 20, eos_token_id=-1)[0] == ref
 
 
 def token_paths(d):
