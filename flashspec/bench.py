@@ -90,7 +90,7 @@ def _journal_config(methods, max_new_tokens, sampling, tree, repeats, max_prompt
         **({} if adaptive is None else dict(adaptive=vars(adaptive))),  # absent without it: older journals still resume
         **({} if not pad_nodes else dict(pad_nodes={str(k): v for k, v in sorted(pad_nodes.items())})),
         **({} if store is None else dict(store=_store_config(store))),
-        **({} if not gate else dict(gate=gate)))))
+        **({} if not gate else dict(gate=True)))))  # the costs it reads may be measured again
 
 def _store_config(store) -> dict:
     "What identifies a merged-in store drafter: its class, settings and corpus size."

@@ -372,7 +372,7 @@ def tree_costs(target, draft, # the target, and the draft `generate` takes (mode
     key = _costs_key(target, draft, engine, compile)
     book = json.loads(path.read_text()) if path.exists() else {}
     if key in book and not refresh: return book[key]
-    check = (lambda: other_load()) if max_other_load is not None else (lambda: None)
+    check = other_load if max_other_load is not None else (lambda: None)
     busy = [check()]                                                        # before, and after (below)
     verify = {n: forward_ms(target, n, engine=engine, compile=compile) for n in sizes}
     g = torch.Generator().manual_seed(0)
@@ -386,10 +386,11 @@ def tree_costs(target, draft, # the target, and the draft `generate` takes (mode
         b = generate(target, dr, ids, 40, engine=engine, compile=compile, eos_token_id=[])[1]
         # the difference of two runs leaves out the first round (a feature drafter takes in the whole prompt there)
         rnd[d] = max(1000 * (rest(b) - rest(a)) / max(b.target_forwards - a.target_forwards, 1), 0.0)
-    busy.append(check())
-    if max_other_load is not None and max(b or 0.0 for b in busy) > max_other_load:  # another job shared the cores: these timings would mislead every later run
-        warnings.warn(f"Other processes kept {max(b or 0.0 for b in busy):.1f} cores busy while flashspec measured the "
-                      f"tree's costs: they are used for this run but not cached in {path}. Measure with the machine idle.")
+    busy = max(x or 0.0 for x in busy + [check()])
+    if max_other_load is not None and busy > max_other_load:
+        # another job shared the cores: cached, these timings would mislead every later run
+        warnings.warn(f"Other processes kept {busy:.1f} cores busy while flashspec measured the tree's costs: "
+                      f"they are used for this run but not cached in {path}. Measure with the machine idle.")
         return dict(verify=verify, round=rnd)
     book[key] = dict(verify=verify, round=rnd)
     atomic_write(path, lambda t: Path(t).write_text(json.dumps(book, indent=1)))
