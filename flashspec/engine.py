@@ -330,14 +330,15 @@ def _interp(table:dict):
     return f
 
 def _costs_key(target, draft, engine:str, compile:bool) -> str:
-    "Which measurement a cost entry is: hardware, target, dtype, engine (products measured per row count), draft, threads."
+    "Which measurement a cost entry is: hardware, target, dtype, quantization, engine (products per row count), draft, threads."
     from flashspec.models import hardware
     from flashspec.distill import target_fingerprint
     w = target.get_output_embeddings().weight
     n = sum(p.numel() for p in draft.parameters()) if isinstance(draft, torch.nn.Module) else 0
     v = getattr(draft, "vocab", None)
     return (f"{hardware(w.device)}|{target_fingerprint(target)}|{w.dtype}|{engine}|compile={compile}|matmul=auto|"
-            f"{type(draft).__name__}:{n}:{0 if v is None else len(v)}|threads={torch.get_num_threads()}")
+            f"{type(draft).__name__}:{n}:{0 if v is None else len(v)}|threads={torch.get_num_threads()}"
+            + (f"|quant={q}" if (q := getattr(target, "flashspec_quant", None)) else ""))  # `quantize_target`'s method
 
 # %% ../nbs/05a_engine.ipynb #c783e5a7
 def other_load(seconds:float=0.5) -> float|None:
