@@ -95,9 +95,19 @@ QUANT_METHODS = {  # method -> device types it runs on
     "bnb-int8": ("cpu", "cuda"),
     "int4-weight": ("cpu",),  # Int4Linear: the CPU kernel of `_weight_int4pack_mm_for_cpu`
 }
-# methods that round activations (per token, or to bf16): float noise between a one-token and a many-token forward becomes
-# whole rounding steps there, so their target runs the batch-invariant attention below
+# methods that round activations (per token, or to bf16): float noise between a one-token and a many-token
+# forward becomes whole rounding steps there, so their target runs the batch-invariant attention below
 ACTIVATION_QUANT = ("int8-rowwise", "torchao-int8-dynamic", "bnb-int8", "int4-weight")  # int4: bf16 inputs
+
+def _check_int4(layers:nn.Module, group:int=32) -> None:
+    "Refuse, before any layer changes, what `Int4Linear` cannot take: a torch without its kernel, a layer's shape."
+    if not hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu"):
+        raise RuntimeError("int4-weight needs torch's CPU int4 kernel (torch.ops.aten._weight_int4pack_mm_for_cpu), "
+                           f"which torch {torch.__version__} lacks; upgrade torch.")
+    bad = sorted({(m.in_features, m.out_features) for m in layers.modules()
+                  if type(m) is nn.Linear and (m.in_features % group or m.out_features % 16)})
+    if bad: raise ValueError(f"int4-weight needs in_features divisible by {group} and out_features by 16; this "
+                             f"model's layers map {', '.join(f'{k} -> {n}' for k, n in bad)}.")
 
 def _swap_linears(layers:nn.Module, make) -> None:
     "Replace every `nn.Linear` below `layers` by `make(linear)`."
@@ -170,8 +180,9 @@ def quantize_target(model, # a causal LM flashspec supports; modified in place
     if method == "fbgemm-int8-dynamic" and w.dtype != torch.float32:
         raise ValueError(f"fbgemm-int8-dynamic needs a float32 model, this one is {w.dtype}; "
                          "use int8-rowwise or a torchao method.")
-    floor = batch_gap(model) if check else None  # the float model's own noise
     layers = _decoder(model).layers
+    if method == "int4-weight": _check_int4(layers)  # all layers checked first: none is left half done
+    floor = batch_gap(model) if check else None  # the float model's own noise
     with quiet_imports():
         if method == "int8-rowwise": _swap_linears(layers, Int8Linear)
         elif method == "bnb-int8": _swap_linears(layers, _bnb_linear)
