@@ -63,10 +63,15 @@ def int4_groups(w:torch.Tensor, # (N, K) float weights
 
 class Int4Linear(nn.Module):
     "`y = x Wᵀ + b` with `W` in 4 bits (a bf16 scale and zero per group of inputs), `x` multiplied in bf16 (CPU)."
+    @staticmethod
+    def fits(in_features:int, out_features:int, group:int=32) -> bool:
+        "Whether the CPU kernel takes a layer of these sizes: whole groups of inputs, outputs in tiles of 16."
+        return in_features % group == 0 and out_features % 16 == 0
+
     def __init__(self, linear:nn.Linear, group:int=32):
         super().__init__()
         N, K = linear.out_features, linear.in_features
-        if K % group or N % 16:
+        if not self.fits(K, N, group):
             raise ValueError(f"Int4Linear needs in_features divisible by {group} and out_features by 16; "
                              f"this layer maps {K} -> {N}.")
         self.in_features, self.out_features, self.group = K, N, group
@@ -99,14 +104,14 @@ QUANT_METHODS = {  # method -> device types it runs on
 # forward becomes whole rounding steps there, so their target runs the batch-invariant attention below
 ACTIVATION_QUANT = ("int8-rowwise", "torchao-int8-dynamic", "bnb-int8", "int4-weight")  # int4: bf16 inputs
 
-def _check_int4(layers:nn.Module, group:int=32) -> None:
+def _check_int4(layers:nn.Module) -> None:
     "Refuse, before any layer changes, what `Int4Linear` cannot take: a torch without its kernel, a layer's shape."
     if not hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu"):
         raise RuntimeError("int4-weight needs torch's CPU int4 kernel (torch.ops.aten._weight_int4pack_mm_for_cpu), "
                            f"which torch {torch.__version__} lacks; upgrade torch.")
     bad = sorted({(m.in_features, m.out_features) for m in layers.modules()
-                  if type(m) is nn.Linear and (m.in_features % group or m.out_features % 16)})
-    if bad: raise ValueError(f"int4-weight needs in_features divisible by {group} and out_features by 16; this "
+                  if type(m) is nn.Linear and not Int4Linear.fits(m.in_features, m.out_features)})
+    if bad: raise ValueError(f"int4-weight needs in_features divisible by 32 and out_features by 16; this "
                              f"model's layers map {', '.join(f'{k} -> {n}' for k, n in bad)}.")
 
 def _swap_linears(layers:nn.Module, make) -> None:
