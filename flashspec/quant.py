@@ -8,6 +8,7 @@ import io, warnings
 from functools import lru_cache
 import torch
 from torch import nn
+import torch.nn.functional as F
 from .models import check_supported, quiet_imports
 from .draft import _decoder
 from .kvcache import StaticKVCache, prefill, append
@@ -15,7 +16,7 @@ from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 # %% auto #0
-__all__ = ['QUANT_METHODS', 'ACTIVATION_QUANT', 'int8_product_saturates', 'Int8Linear', 'int4_groups', 'Int4Linear',
+__all__ = ['INT4_GROUP', 'QUANT_METHODS', 'ACTIVATION_QUANT', 'int8_product_saturates', 'Int8Linear', 'int4_groups', 'Int4Linear',
            'batch_invariant_attention', 'batch_gap', 'quant_method', 'quantize_target', 'weight_bytes']
 
 # %% ../nbs/06_quant.ipynb #062b9154
@@ -50,8 +51,10 @@ class Int8Linear(nn.Module):
     def extra_repr(self): return f"in_features={self.in_features}, out_features={self.out_features}, int8 (weights ±{self.qmax})"
 
 # %% ../nbs/06_quant.ipynb #a7d4e0c2
+INT4_GROUP = 32  # inputs per scale and zero point: groups of 64 moved the target far more (*Which group size*)
+
 def int4_groups(w:torch.Tensor, # (N, K) float weights
-                group:int=32): # inputs per scale and zero point
+                group:int=INT4_GROUP): # inputs per scale and zero point
     "`(codes, scales, zeros)`: `w ~= (codes - 8) * scales + zeros` per group, codes 0..15, scales and zeros bf16."
     N, K = w.shape
     wg = w.detach().float().reshape(N, K // group, group)                  # (N, G, g)
@@ -64,11 +67,11 @@ def int4_groups(w:torch.Tensor, # (N, K) float weights
 class Int4Linear(nn.Module):
     "`y = x Wᵀ + b` with `W` in 4 bits (a bf16 scale and zero per group of inputs), `x` multiplied in bf16 (CPU)."
     @staticmethod
-    def fits(in_features:int, out_features:int, group:int=32) -> bool:
+    def fits(in_features:int, out_features:int, group:int=INT4_GROUP) -> bool:
         "Whether the CPU kernel takes a layer of these sizes: whole groups of inputs, outputs in tiles of 16."
         return in_features % group == 0 and out_features % 16 == 0
 
-    def __init__(self, linear:nn.Linear, group:int=32):
+    def __init__(self, linear:nn.Linear, group:int=INT4_GROUP):
         super().__init__()
         N, K = linear.out_features, linear.in_features
         if not self.fits(K, N, group):
@@ -111,7 +114,7 @@ def _check_int4(layers:nn.Module) -> None:
                            f"which torch {torch.__version__} lacks; upgrade torch.")
     bad = sorted({(m.in_features, m.out_features) for m in layers.modules()
                   if type(m) is nn.Linear and not Int4Linear.fits(m.in_features, m.out_features)})
-    if bad: raise ValueError(f"int4-weight needs in_features divisible by 32 and out_features by 16; this "
+    if bad: raise ValueError(f"int4-weight needs in_features divisible by {INT4_GROUP} and out_features by 16; this "
                              f"model's layers map {', '.join(f'{k} -> {n}' for k, n in bad)}.")
 
 def _swap_linears(layers:nn.Module, make) -> None:
@@ -129,21 +132,36 @@ def _bnb_linear(linear:nn.Linear, threshold:float=6.0):
     return q.to(linear.weight.device)  # Int8Params quantizes (LLM.int8 row-wise absmax) when moved to a device
 
 # %% ../nbs/06_quant.ipynb #cb266f1d
+_GQA = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)  # sdpa's `enable_gqa`
+_last_mask = [None]  # (mask, its version, slots used, the mask cut to them in float64): one mask serves every layer
+
+def _cut_mask(mask:torch.Tensor, # (B, 1, T, S) additive
+             ) -> tuple[int, torch.Tensor]:
+    "`(S', mask (B, 1, T, S') float64)`: the slots up to the last any query may see, found once per mask, not per layer."
+    try: version = mask._version
+    except RuntimeError: version = None                   # an inference-mode tensor keeps no version: not remembered
+    m = _last_mask[0]
+    if version is not None and m is not None and m[0] is mask and m[1] == version: return m[2], m[3]
+    seen = (mask[:, 0] > torch.finfo(mask.dtype).min / 2).flatten(0, 1).any(0)   # (S,) some query sees the slot
+    used = int(seen.nonzero().max()) + 1 if seen.any() else mask.shape[-1]
+    cut = mask[..., :used].double()
+    _last_mask[0] = None if version is None else (mask, version, used, cut)
+    return used, cut
+
 def batch_invariant_attention(module, # the attention layer (Hugging Face's attention-function interface)
                               query:torch.Tensor, # (B, H, T, D)
                               key:torch.Tensor, value:torch.Tensor, # (B, H_kv, S, D): e.g. the whole static cache
                               attention_mask:torch.Tensor|None, # (B, 1, T, S) additive
                               scaling:float, dropout:float=0.0, **kwargs):
     "Attention summed in float64 and rounded once: a token's output does not depend on the forward's shape or layout."
-    if attention_mask is not None:  # only the slots some query may see: (B, 1, T, S) -> (B, 1, T, S')
-        seen = (attention_mask[:, 0] > torch.finfo(attention_mask.dtype).min / 2).flatten(0, 1).any(0)  # (S,)
-        used = int(seen.nonzero().max()) + 1 if seen.any() else key.shape[2]
-        key, value, attention_mask = key[:, :, :used], value[:, :, :used], attention_mask[..., :used]
-    g = query.shape[1] // key.shape[1]                                        # query heads per KV head
-    k, v = key.repeat_interleave(g, 1).double(), value.repeat_interleave(g, 1).double()  # (B, H, S', D)
-    s = torch.matmul(query.double(), k.transpose(2, 3)) * scaling            # (B, H, T, S')
-    if attention_mask is not None: s = s + attention_mask                    # masked: exp(-3e38) = 0 exactly
-    out = torch.matmul(s.softmax(-1), v)                                     # (B, H, T, D) float64
+    mask = None
+    if attention_mask is not None:  # only the slots some query may see: (B, H_kv, S, D) -> (B, H_kv, S', D)
+        used, mask = _cut_mask(attention_mask)
+        key, value = key[:, :, :used], value[:, :, :used]
+    k, v = key.double(), value.double()
+    if not _GQA: k, v = (t.repeat_interleave(query.shape[1] // key.shape[1], 1) for t in (k, v))  # (B, H, S', D)
+    out = F.scaled_dot_product_attention(query.double(), k, v, attn_mask=mask, scale=scaling,   # masked: exp(-3e38) = 0
+                                         **(dict(enable_gqa=True) if _GQA else {}))           # (B, H, T, D) float64
     return out.to(query.dtype).transpose(1, 2).contiguous(), None            # (B, T, H, D), no weights
 
 # a registered name is all a model needs: `model.set_attn_implementation("batch_invariant")` (masks as for eager)
