@@ -17,7 +17,8 @@ from .kvcache import StaticKVCache, forward as hf_forward
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'NativeForward', 'TreeInputs',
            'greedy_accept', 'HFForward', 'make_forward', 'median_ms', 'forward_ms', 'expected_accepted', 'optimal_tree',
-           'best_tree', 'other_load', 'tree_costs', 'draft_acceptance', 'auto_tree', 'node_padding']
+           'best_tree', 'other_load', 'tree_costs', 'draft_acceptance', 'auto_tree', 'chain_acceptance',
+           'calibrated_acceptance', 'node_padding']
 
 # %% ../nbs/05a_engine.ipynb #7caaae8c
 NATIVE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
@@ -365,6 +366,7 @@ def tree_costs(target, draft, # the target, and the draft `generate` takes (mode
                path=None, # the cache file (default `cache_dir()/costs.json`)
                max_other_load:float|None=0.5, # cores other processes may keep busy meanwhile, beyond which the
                                               # figures are not cached (`other_load`); None: not checked
+               rounds:int=3, repeats:int=3, # every size timed `repeats` times in each of `rounds` passes over the sizes
               ) -> dict:
     "Measured `{'verify': {N: ms}, 'round': {depth: ms}}` for `target` and `draft` here (cached, see above)."
     from flashspec.models import cache_dir
@@ -375,7 +377,10 @@ def tree_costs(target, draft, # the target, and the draft `generate` takes (mode
     if key in book and not refresh: return book[key]
     check = other_load if max_other_load is not None else (lambda: None)
     busy = [check()]                                                        # before, and after (below)
-    verify = {n: forward_ms(target, n, engine=engine, compile=compile) for n in sizes}
+    times = {n: [] for n in sizes}
+    for _ in range(rounds):  # interleaved passes: a drift of the machine's speed hits every size alike
+        for n in sizes: times[n].append(forward_ms(target, n, repeats=repeats, engine=engine, compile=compile))
+    verify = {n: statistics.median(t) for n, t in times.items()}                # each size's median pass
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, target.config.vocab_size, (64,), generator=g)
     rest = lambda st: st.total_s - st.prefill_s - st.forward_s               # s of a run beyond prefill and forwards
@@ -397,10 +402,12 @@ def tree_costs(target, draft, # the target, and the draft `generate` takes (mode
     atomic_write(path, lambda t: Path(t).write_text(json.dumps(book, indent=1)))
     return book[key]
 
-def draft_acceptance(draft) -> list|None:
-    "The acceptance table `P[s][r]` measured for `draft` and stored with its weights (None if there is none)."
-    p = (getattr(draft, "meta", None) or {}).get("rank_acceptance")
-    return json.loads(p) if p else None
+def draft_acceptance(draft, calibrated:bool=True) -> list|None:
+    "The acceptance table `P[s][r]` stored with `draft`'s weights (None if none), calibrated to real decoding where that was measured."
+    meta = getattr(draft, "meta", None) or {}
+    p, c = meta.get("rank_acceptance"), meta.get("chain_acceptance")
+    if not p: return None
+    return calibrated_acceptance(json.loads(p), json.loads(c)["rates"]) if c and calibrated else json.loads(p)
 
 def auto_tree(target, draft, P=None, # acceptance table (default: `draft_acceptance(draft)`)
               costs:dict|None=None, # measured costs (default: `tree_costs(target, draft, ...)`)
@@ -412,6 +419,35 @@ def auto_tree(target, draft, P=None, # acceptance table (default: `draft_accepta
     verify, rnd = _interp(costs["verify"]), _interp(costs["round"])
     over = rnd(0)
     return best_tree(P, verify, lambda d: max(rnd(d) - over, 0.0), max_nodes, overhead_ms=over)
+
+# %% ../nbs/05a_engine.ipynb #2bcd7d55
+@torch.no_grad()
+def chain_acceptance(target, draft, # the target, and the draft `generate` takes (model, or network with a drafter)
+                     prompts:list, # prompt token-id lists: prompts the draft did not train on
+                     depth:int=5, max_new_tokens:int=32) -> dict:
+    "`{'rates', 'tried'}`: per depth d, P(the top-1 chain's depth-d token is accepted | depth d - 1 was), greedy."
+    from flashspec.decode import generate, _as_drafter
+    chain = TreeConfig(depth, 1)
+    tried, hit = [0] * depth, [0] * depth
+    for ids in prompts:
+        _, st = generate(target, _as_drafter(draft, chain, target), ids, max_new_tokens, tree=chain)
+        for a, d in zip(st.accepted, st.drafted_depth):  # a round: drafted tokens accepted, the chain's length
+            for k in range(min(a + 1, d)):                # depth k + 1 was tried: every shallower one accepted
+                tried[k] += 1; hit[k] += k < a
+    return dict(rates=[round(h / max(t, 1), 5) for h, t in zip(hit, tried)], tried=tried)
+
+def calibrated_acceptance(P, # P[s][r] as stored (`rank_acceptance`, teacher-forced)
+                          rates, # measured r_1, r_2, ... (`chain_acceptance`); steps past them take the last
+                         ) -> list[list[float]]:
+    "`P` with each step's row scaled so that its rank-0 entry is the measured rate; the row's other ranks alike."
+    out = []
+    for s, row in enumerate(P):
+        r = float(rates[min(s, len(rates) - 1)])
+        k = r / row[0] if row[0] > 0 else 0.0
+        rest = k * sum(row[1:])
+        q = min(1.0, (1 - r) / rest) if rest > 0 else 1.0  # the ranks' chances sum to at most 1
+        out.append([r] + [x * k * q for x in row[1:]])
+    return out
 
 # %% ../nbs/05a_engine.ipynb #47b14f31
 def node_padding(verify:dict, # measured `{N: ms}` of one target forward (`tree_costs(...)["verify"]`)
