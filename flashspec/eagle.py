@@ -565,14 +565,15 @@ def rank_acceptance(fd:FeatureDraft, data:FeatureData, steps:int=5, ranks:int=8,
     return (hits / n.clamp(min=1)[:, None]).tolist()
 
 # %% ../nbs/07b_eagle.ipynb #75698f8f
-def store_acceptance(path:str|Path, P, # the table `P` (see `rank_acceptance`), or with another `key` any JSON value
+def store_acceptance(path:str|Path, P, # the table (`rank_acceptance`), or under another `key` any JSON value
                      key:str="rank_acceptance", # e.g. "chain_acceptance" (`chain_acceptance`'s result)
                     ) -> Path:
     "Store an acceptance measurement in the metadata of the weights file at `path`, atomically."
     from safetensors import safe_open
     from safetensors.torch import save_file
     with safe_open(str(path), "pt") as f: meta, sd = dict(f.metadata() or {}), {k: f.get_tensor(k) for k in f.keys()}
-    meta[key] = json.dumps([[round(float(x), 5) for x in row] for row in P] if key == "rank_acceptance" else P)
+    table = key == "rank_acceptance"
+    meta[key] = json.dumps([[round(float(x), 5) for x in row] for row in P] if table else P)
     return atomic_write(path, lambda t: save_file(sd, t, metadata=meta))
 
 # %% ../nbs/07b_eagle.ipynb #734bffd0

@@ -366,7 +366,7 @@ def tree_costs(target, draft, # the target, and the draft `generate` takes (mode
                path=None, # the cache file (default `cache_dir()/costs.json`)
                max_other_load:float|None=0.5, # cores other processes may keep busy meanwhile, beyond which the
                                               # figures are not cached (`other_load`); None: not checked
-               rounds:int=3, repeats:int=3, # every size timed `repeats` times in each of `rounds` passes over the sizes
+               rounds:int=3, repeats:int=3, # `repeats` timings of every size in each of `rounds` passes
               ) -> dict:
     "Measured `{'verify': {N: ms}, 'round': {depth: ms}}` for `target` and `draft` here (cached, see above)."
     from flashspec.models import cache_dir
@@ -379,7 +379,8 @@ def tree_costs(target, draft, # the target, and the draft `generate` takes (mode
     busy = [check()]                                                        # before, and after (below)
     times = {n: [] for n in sizes}
     for _ in range(rounds):  # interleaved passes: a drift of the machine's speed hits every size alike
-        for n in sizes: times[n].append(forward_ms(target, n, repeats=repeats, engine=engine, compile=compile))
+        for n in sizes:
+            times[n].append(forward_ms(target, n, repeats=repeats, engine=engine, compile=compile))
     verify = {n: statistics.median(t) for n, t in times.items()}                # each size's median pass
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, target.config.vocab_size, (64,), generator=g)
@@ -403,7 +404,7 @@ def tree_costs(target, draft, # the target, and the draft `generate` takes (mode
     return book[key]
 
 def draft_acceptance(draft, calibrated:bool=True) -> list|None:
-    "The acceptance table `P[s][r]` stored with `draft`'s weights (None if none), calibrated to real decoding where that was measured."
+    "The table `P[s][r]` stored with `draft`'s weights (None if none), calibrated to real decoding if measured."
     meta = getattr(draft, "meta", None) or {}
     p, c = meta.get("rank_acceptance"), meta.get("chain_acceptance")
     if not p: return None
@@ -422,24 +423,24 @@ def auto_tree(target, draft, P=None, # acceptance table (default: `draft_accepta
 
 # %% ../nbs/05a_engine.ipynb #2bcd7d55
 @torch.no_grad()
-def chain_acceptance(target, draft, # the target, and the draft `generate` takes (model, or network with a drafter)
+def chain_acceptance(target, draft, # the target, and the draft `generate` takes
                      prompts:list, # prompt token-id lists: prompts the draft did not train on
                      depth:int=5, max_new_tokens:int=32) -> dict:
-    "`{'rates', 'tried'}`: per depth d, P(the top-1 chain's depth-d token is accepted | depth d - 1 was), greedy."
+    "`{'rates', 'tried'}`: per depth d, P(the top-1 chain's depth-d token accepted | depth d - 1 was), greedy."
     from flashspec.decode import generate, _as_drafter
     chain = TreeConfig(depth, 1)
     tried, hit = [0] * depth, [0] * depth
     for ids in prompts:
         _, st = generate(target, _as_drafter(draft, chain, target), ids, max_new_tokens, tree=chain)
-        for a, d in zip(st.accepted, st.drafted_depth):  # a round: drafted tokens accepted, the chain's length
-            for k in range(min(a + 1, d)):                # depth k + 1 was tried: every shallower one accepted
+        for a, d in zip(st.accepted, st.drafted_depth):  # a round: drafted tokens accepted, chain length
+            for k in range(min(a + 1, d)):                # depth k + 1 tried: every shallower one accepted
                 tried[k] += 1; hit[k] += k < a
     return dict(rates=[round(h / max(t, 1), 5) for h, t in zip(hit, tried)], tried=tried)
 
 def calibrated_acceptance(P, # P[s][r] as stored (`rank_acceptance`, teacher-forced)
                           rates, # measured r_1, r_2, ... (`chain_acceptance`); steps past them take the last
                          ) -> list[list[float]]:
-    "`P` with each step's row scaled so that its rank-0 entry is the measured rate; the row's other ranks alike."
+    "`P` with each step's row scaled so that its rank-0 entry is the measured rate, its other ranks alike."
     out = []
     for s, row in enumerate(P):
         r = float(rates[min(s, len(rates) - 1)])

@@ -51,7 +51,7 @@ class Int8Linear(nn.Module):
     def extra_repr(self): return f"in_features={self.in_features}, out_features={self.out_features}, int8 (weights ±{self.qmax})"
 
 # %% ../nbs/06_quant.ipynb #a7d4e0c2
-INT4_GROUP = 32  # inputs per scale and zero point: groups of 64 moved the target far more (*Which group size*)
+INT4_GROUP = 32  # inputs per scale and zero point (groups of 64 move the target far more: *Which group size*)
 
 def int4_groups(w:torch.Tensor, # (N, K) float weights
                 group:int=INT4_GROUP): # inputs per scale and zero point
@@ -114,8 +114,8 @@ def _check_int4(layers:nn.Module) -> None:
                            f"which torch {torch.__version__} lacks; upgrade torch.")
     bad = sorted({(m.in_features, m.out_features) for m in layers.modules()
                   if type(m) is nn.Linear and not Int4Linear.fits(m.in_features, m.out_features)})
-    if bad: raise ValueError(f"int4-weight needs in_features divisible by {INT4_GROUP} and out_features by 16; this "
-                             f"model's layers map {', '.join(f'{k} -> {n}' for k, n in bad)}.")
+    if bad: raise ValueError(f"int4-weight needs in_features divisible by {INT4_GROUP} and out_features by 16; "
+                             f"this model's layers map {', '.join(f'{k} -> {n}' for k, n in bad)}.")
 
 def _swap_linears(layers:nn.Module, make) -> None:
     "Replace every `nn.Linear` below `layers` by `make(linear)`."
@@ -133,16 +133,16 @@ def _bnb_linear(linear:nn.Linear, threshold:float=6.0):
 
 # %% ../nbs/06_quant.ipynb #cb266f1d
 _GQA = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)  # sdpa's `enable_gqa`
-_last_mask = [None]  # (mask, its version, slots used, the mask cut to them in float64): one mask serves every layer
+_last_mask = [None]  # (mask, its version, slots used, the cut mask in float64): one mask serves all layers
 
 def _cut_mask(mask:torch.Tensor, # (B, 1, T, S) additive
              ) -> tuple[int, torch.Tensor]:
-    "`(S', mask (B, 1, T, S') float64)`: the slots up to the last any query may see, found once per mask, not per layer."
+    "`(S', mask (B, 1, T, S') float64)`: the slots up to the last any query sees, found once per mask."
     try: version = mask._version
-    except RuntimeError: version = None                   # an inference-mode tensor keeps no version: not remembered
+    except RuntimeError: version = None                   # inference-mode tensors keep none: not remembered
     m = _last_mask[0]
     if version is not None and m is not None and m[0] is mask and m[1] == version: return m[2], m[3]
-    seen = (mask[:, 0] > torch.finfo(mask.dtype).min / 2).flatten(0, 1).any(0)   # (S,) some query sees the slot
+    seen = (mask[:, 0] > torch.finfo(mask.dtype).min / 2).flatten(0, 1).any(0)   # (S,) a query sees the slot
     used = int(seen.nonzero().max()) + 1 if seen.any() else mask.shape[-1]
     cut = mask[..., :used].double()
     _last_mask[0] = None if version is None else (mask, version, used, cut)
@@ -159,9 +159,10 @@ def batch_invariant_attention(module, # the attention layer (Hugging Face's atte
         used, mask = _cut_mask(attention_mask)
         key, value = key[:, :, :used], value[:, :, :used]
     k, v = key.double(), value.double()
-    if not _GQA: k, v = (t.repeat_interleave(query.shape[1] // key.shape[1], 1) for t in (k, v))  # (B, H, S', D)
-    out = F.scaled_dot_product_attention(query.double(), k, v, attn_mask=mask, scale=scaling,   # masked: exp(-3e38) = 0
-                                         **(dict(enable_gqa=True) if _GQA else {}))           # (B, H, T, D) float64
+    g = query.shape[1] // key.shape[1]                                        # query heads per KV head
+    if not _GQA: k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)  # (B, H, S', D)
+    gqa = dict(enable_gqa=True) if _GQA else {}                               # masked slots: exp(-3e38) = 0
+    out = F.scaled_dot_product_attention(query.double(), k, v, attn_mask=mask, scale=scaling, **gqa)  # (B, H, T, D)
     return out.to(query.dtype).transpose(1, 2).contiguous(), None            # (B, T, H, D), no weights
 
 # a registered name is all a model needs: `model.set_attn_implementation("batch_invariant")` (masks as for eager)
