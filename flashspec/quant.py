@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_quant.ipynb #65440777
 from __future__ import annotations
-import io, warnings
+import io, warnings, weakref
 from functools import lru_cache
 import torch
 from torch import nn
@@ -133,19 +133,22 @@ def _bnb_linear(linear:nn.Linear, threshold:float=6.0):
 
 # %% ../nbs/06_quant.ipynb #cb266f1d
 _GQA = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)  # sdpa's `enable_gqa`
-_last_mask = [None]  # (mask, its version, slots used, the cut mask in float64): one mask serves all layers
+_last_mask = {}  # the last mask (held weakly), its version, slots used, its cut in float64: one mask, every layer
 
 def _cut_mask(mask:torch.Tensor, # (B, 1, T, S) additive
              ) -> tuple[int, torch.Tensor]:
     "`(S', mask (B, 1, T, S') float64)`: the slots up to the last any query sees, found once per mask."
     try: version = mask._version
     except RuntimeError: version = None                   # inference-mode tensors keep none: not remembered
-    m = _last_mask[0]
-    if version is not None and m is not None and m[0] is mask and m[1] == version: return m[2], m[3]
+    m = _last_mask
+    if version is not None and m and m["ref"]() is mask and m["version"] == version: return m["used"], m["cut"]
     seen = (mask[:, 0] > torch.finfo(mask.dtype).min / 2).flatten(0, 1).any(0)   # (S,) a query sees the slot
     used = int(seen.nonzero().max()) + 1 if seen.any() else mask.shape[-1]
     cut = mask[..., :used].double()
-    _last_mask[0] = None if version is None else (mask, version, used, cut)
+    _last_mask.clear()
+    if version is not None:  # forgotten with its mask: a long prefill's float64 cut is not kept after the forward
+        forget = lambda ref: _last_mask.clear() if _last_mask.get("ref") is ref else None
+        _last_mask.update(ref=weakref.ref(mask, forget), version=version, used=used, cut=cut)
     return used, cut
 
 def batch_invariant_attention(module, # the attention layer (Hugging Face's attention-function interface)
