@@ -13,14 +13,14 @@ from .draft import check_compatible
 from .tree import TreeConfig, compile_tree, batch_trees, tree_bias
 from .verify import Sampling, probs, verify_sampling
 from .kvcache import StaticKVCache, commit
-from .engine import make_forward, TreeInputs, greedy_accept, optimal_tree, expected_accepted, median_ms
+from .engine import make_forward, greedy_accept_batch, optimal_tree, expected_accepted, median_ms
 from .decode import (Drafter, ModelDrafter, DecodeStats, check_prompt, check_room, prefill_prompt,
                               end_round, _eos_set, _as_drafter)
 
 # %% auto #0
 __all__ = ['HEALTHY', 'Request', 'Result', 'drafter_factory', 'rows_view', 'acceptance_estimate', 'allocate_nodes',
-           'budget_from_cost', 'batch_forward_ms', 'padded_budget', 'BatchDecoder', 'generate_batch', 'Conversation',
-           'step_acceptance', 'monitor', 'monitor_html']
+           'batch_forward_ms', 'padded_budget', 'BatchDecoder', 'generate_batch', 'Conversation', 'step_acceptance',
+           'monitor', 'monitor_html']
 
 # %% ../nbs/07e_batch.ipynb #945bb41f
 @dataclass
@@ -113,15 +113,6 @@ def allocate_nodes(rates:list[float], # each request's per-step acceptance r
     for _, i, _ in sorted(cand)[:budget]: take[i] += 1
     return [o[:k] for o, k in zip(orders, take)]
 
-def budget_from_cost(cost_ms, # cost_ms(n) -> ms of one target forward over n tokens in all (e.g. from `forward_ms`)
-                rows:int, # live requests: a plain step forwards one token per row
-                tolerance:float=1.25, # the round may cost this many plain steps
-                max_nodes:int=512) -> int:
-    "The most drafted nodes a round of `rows` requests can add while its forward costs <= `tolerance` x a plain step."
-    base, n = cost_ms(rows), 0
-    while n < max_nodes and cost_ms(rows + n + 1) <= tolerance * base: n += 1
-    return n
-
 # %% ../nbs/07e_batch.ipynb #582ef08c
 @torch.no_grad()
 def batch_forward_ms(model, rows:int, nodes:int, # a forward over `rows` rows of `nodes` tokens each
@@ -162,15 +153,19 @@ class BatchDecoder:
     "B rows of one static cache decoded together: requests join a free row and leave at their own end."
     def __init__(self, target, batch_size:int, max_len:int, # slots per row
                  engine:str="auto", layers:tuple=(), # the hidden-state indices the drafters read (one set for all)
-                 keep_features:bool=False): # keep every committed position's features (for `Conversation`)
+                 keep_features:bool=False, # keep every committed position's features (for `Conversation`)
+                 compile:bool=False, # torch.compile the round's forward: all rows, trees padded to `n_pad`
+                 n_pad:int=1): # compiled: every round's trees padded to this many nodes
         check_supported(target)
         self.target, self.B, self.max_len = target, batch_size, max_len
         self.layers, self.keep_features = tuple(layers), keep_features
-        self.fwd = make_forward(target, engine)
+        self.fwd = make_forward(target, engine, compile)  # prefills: eager
+        self.tree_fwd, self.n_pad = getattr(self.fwd, "compiled", self.fwd), (n_pad if compile else 1)
+        self.fixed = compile
         w = target.get_output_embeddings().weight
         self.dev, self.dt = w.device, (w.dtype if w.dtype.is_floating_point else torch.float32)
         self.cache = StaticKVCache(target, max_len, batch_size)
-        self.rows, self.rounds, self._ti = [None] * batch_size, 0, {}
+        self.rows, self.rounds = [None] * batch_size, 0
 
     def free(self) -> list[int]:
         "Rows without a request."
@@ -199,11 +194,6 @@ class BatchDecoder:
         self.rows[b] = _Live(index, req, drafter, gen, eos, ids.clone(), pending, st, t0, self.rounds,
                              feats=list(parts) if self.keep_features else [], cap=cap)
         st.prefill_s = time.perf_counter() - t0
-
-    def _inputs(self, tree, n_pad):
-        k = (tree.paths, n_pad)
-        if k not in self._ti: self._ti[k] = TreeInputs(tree, self.max_len, self.dev, self.dt, n_pad=n_pad)
-        return self._ti[k]
 
     def _allot(self, live, budget, window, min_value):
         "Per-request budgets: each TreeDrafter's next tree from the round's node budget (see `allocate_nodes`)."
@@ -237,26 +227,34 @@ class BatchDecoder:
                 raise ValueError("A draft tree's root must be the last committed token.")
             drafts[b] = d; r.stats.draft_s += time.perf_counter() - t0
         t1 = time.perf_counter()
-        hi = max(live) + 1  # rows 0..hi-1 take part; a free one among them gets a root-only dummy
+        hi = self.B if self.fixed else max(live) + 1  # rows 0..hi-1 take part; free ones: root-only dummies
         dummy = compile_tree(())
         none = torch.zeros(1, dtype=torch.long)
         tb = batch_trees([drafts[b].tree if b in drafts else dummy for b in range(hi)],
-                         [drafts[b].tokens if b in drafts else none for b in range(hi)])
-        cache, T = rows_view(self.cache, 0, hi), tb.tokens.shape[1]
+                         [drafts[b].tokens if b in drafts else none for b in range(hi)],
+                         min_nodes=self.n_pad)
+        cache = self.cache if hi == self.B else rows_view(self.cache, 0, hi)
+        T = tb.tokens.shape[1]
         slot0 = int(cache.lengths.max())  # every row's tree at slots slot0..slot0+T-1, after its own prefix
         bias, pos = tree_bias(cache.lengths, tb, slot0, self.max_len, self.dt)  # (hi, 1, T, S), (hi, T)
         toks = tb.tokens.to(self.dev)
-        logits, feats = self.fwd(cache, toks, pos.to(self.dev), torch.arange(slot0, slot0 + T, device=self.dev),
-                                 bias.to(self.dev), self.layers)  # (hi, T, V), (hi, T, F) or None
+        slots = torch.arange(slot0, slot0 + T, device=self.dev)
+        logits, feats = self.tree_fwd(cache, toks, pos.to(self.dev), slots, bias.to(self.dev),
+                                      self.layers)  # (hi, T, V), (hi, T, F) or None
         t2 = time.perf_counter()
         paths, bonus = [[] for _ in range(hi)], {}
+        greedy = [b for b in live if self.rows[b].request.sampling.greedy]
+        if greedy:  # every row's path and bonus at once (padding never accepted), one copy to the host
+            acc = greedy_accept_batch(tb, toks, logits)
+            ta = time.perf_counter() - t2  # shared work, as the forward: every greedy request waits for it
+            for b in greedy:
+                paths[b], bonus[b] = acc[b]
+                self.rows[b].stats.accept_s += ta
         for b in live:
             r, d, ta = self.rows[b], drafts[b], time.perf_counter()
-            if r.request.sampling.greedy:
-                paths[b], bonus[b] = greedy_accept(self._inputs(d.tree, T), toks[b], logits[b])  # never padding
-            else:
-                p = probs(logits[b, :d.tree.n_nodes].float().cpu(), r.request.sampling)  # (N, V)
-                paths[b], bonus[b] = verify_sampling(d.tree, d.tokens, p, d.q, r.drafter.proposal, r.gen)
+            if r.request.sampling.greedy: continue
+            p = probs(logits[b, :d.tree.n_nodes].float().cpu(), r.request.sampling)  # (N, V)
+            paths[b], bonus[b] = verify_sampling(d.tree, d.tokens, p, d.q, r.drafter.proposal, r.gen)
             r.stats.accept_s += time.perf_counter() - ta
         t3 = time.perf_counter()
         commit(cache, slot0, paths)  # each row's path to its own end; free rows' paths are empty
@@ -299,6 +297,8 @@ def generate_batch(target, # the target causal LM
                    budget_window:int=8, # rounds of a request's history its acceptance is estimated from
                    budget_min_value:float=0.1, # budgets: a node is drafted if accepted with at least this probability
                    engine:str="auto", # the target's forward (see `generate`)
+                   compile:bool=False, # torch.compile the round's forward (fixed shapes: all rows,
+                                       # padded trees, the cache rounded up to a multiple of 256 slots)
                    streamer=None, # called as `streamer(request index, new tokens)` after each round
                   ) -> list[Result]:
     "Decode `requests` together on one static cache (continuous batching); one `Result` per request, in order."
@@ -323,7 +323,9 @@ def generate_batch(target, # the target causal LM
         raise ValueError(f"The drafters read different target layers {sorted(layers)}: one forward serves all.")
     # a row's tree sits after the longest row's tokens: the longest request plus the largest tree, whichever rows
     longest, widest = max(len(ids) + req.max_new_tokens for _, req, ids, _ in queue), max(dr.max_nodes for *_, dr in queue)
-    if max_len is None: max_len = longest + widest
+    if max_len is None:
+        max_len = longest + widest
+        if compile: max_len = -(-max_len // 256) * 256  # compiled: sizes in steps of 256, graphs reused
     elif longest + widest > max_len:  # each request fits alone, not all of them together: refused before any work
         raise ValueError(f"max_len={max_len} is too small for this batch: its longest request needs {longest} slots "
                          f"and its largest tree {widest} more, after the longest row ({longest + widest} in all).")
@@ -337,7 +339,8 @@ def generate_batch(target, # the target causal LM
             queue, layers = [(i, req, ids, Drafter()) for i, req, ids, _ in queue], {()}
     elif node_budget is not None and (not isinstance(node_budget, int) or node_budget < 0):
         raise ValueError(f"node_budget must be None, 'auto' or an int >= 0, got {node_budget!r}.")
-    dec = BatchDecoder(target, B, max_len, engine, layers.pop())
+    n_pad = max(dr.max_nodes for *_, dr in queue)  # compiled: every round's trees padded to the largest
+    dec = BatchDecoder(target, B, max_len, engine, layers.pop(), compile=compile, n_pad=n_pad)
     while queue or dec.live():
         for b in dec.free():  # waiting requests take the free rows
             if not queue: break

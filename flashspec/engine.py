@@ -11,14 +11,14 @@ import torch.nn.functional as F
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, eager_attention_forward
 from .models import check_supported, atomic_write
-from .tree import Tree, TreeConfig, compile_tree
+from .tree import Tree, TreeConfig, TreeBatch, compile_tree
 from .kvcache import StaticKVCache, forward as hf_forward
 
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'NativeForward', 'TreeInputs',
-           'greedy_accept', 'HFForward', 'make_forward', 'median_ms', 'forward_ms', 'expected_accepted', 'optimal_tree',
-           'best_tree', 'other_load', 'tree_costs', 'draft_acceptance', 'auto_tree', 'chain_acceptance',
-           'calibrated_acceptance', 'node_padding']
+           'greedy_accept', 'greedy_accept_batch', 'HFForward', 'make_forward', 'median_ms', 'forward_ms',
+           'expected_accepted', 'optimal_tree', 'best_tree', 'other_load', 'tree_costs', 'draft_acceptance',
+           'auto_tree', 'chain_acceptance', 'calibrated_acceptance', 'node_padding']
 
 # %% ../nbs/05a_engine.ipynb #7caaae8c
 NATIVE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
@@ -209,6 +209,28 @@ def greedy_accept(ti:TreeInputs, tokens:torch.Tensor, # (N,) node tokens on the 
     order = torch.where(ti.mask[deepest], ti.arange_n, ti.N).sort().values  # its path first, then N (padding)
     out = torch.cat([order, best[deepest, None], ti.depth[deepest, None]]).tolist()  # the one copy to the host
     return out[:out[-1] + 1], out[-2]
+
+# %% ../nbs/05a_engine.ipynb #a1b2c3d5
+def greedy_accept_batch(tb:TreeBatch, # the round's padded trees (their masks, depths and validity)
+                        tokens:torch.Tensor, # (B, N) node tokens on the device, root first
+                        logits:torch.Tensor, # (B, N, V) target logits at every node
+                       ) -> list[tuple[list[int], int]]:
+    "`greedy_accept` for every row of a tree batch: `[(path, bonus)]` per row, one copy to the host in all."
+    dev = tokens.device
+    mask, depth, valid = tb.mask.to(dev), tb.depth.to(dev), tb.valid.to(dev)  # (B,N,N), (B,N), (B,N)
+    B, N = tokens.shape
+    ar, rows = torch.arange(N, device=dev), torch.arange(B, device=dev)
+    up = mask & (depth[:, None, :] == depth[:, :, None] - 1)              # (B, N, N): j is i's parent
+    parent = torch.where(up.any(-1), up.to(torch.uint8).argmax(-1), ar)   # (B, N); root, padding: themselves
+    best = logits.argmax(-1)                                              # (B, N) the target's choices
+    match = tokens == best.gather(1, parent)                              # (B, N) token = parent's argmax
+    match[:, 0] = True                                                    # the roots are committed already
+    ok = ~(mask & ~match[:, None, :]).any(-1) & valid                     # (B, N) the whole path matches
+    deepest = torch.where(ok, depth, -1).argmax(-1)                       # (B,) first deepest accepted
+    order = torch.where(mask[rows, deepest], ar, N).sort(-1).values       # (B, N) each path first, then N
+    out = torch.cat([order, best[rows, deepest, None], depth[rows, deepest, None]], -1).tolist()  # one copy
+    return [(o[:o[-1] + 1], o[-2]) for o in out]
+
 
 # %% ../nbs/05a_engine.ipynb #a849b76f
 class HFForward:

@@ -99,12 +99,14 @@ class TreeBatch:
 
 def batch_trees(trees:list, # compiled `Tree`s, one per row
                 tokens:list, # (n_nodes,) token tensors, one per row, level order, root first
-                pad_id:int=0) -> TreeBatch:
+                pad_id:int=0,
+                min_nodes:int=1, # pad to at least this many nodes (fixed shapes for compiled forwards)
+               ) -> TreeBatch:
     "Pad a list of trees and their tokens into one `TreeBatch`."
     if len(trees) != len(tokens) or not trees: raise ValueError("Need one token tensor per tree, and at least one tree.")
     for i, (t, x) in enumerate(zip(trees, tokens)):
         if len(x) != t.n_nodes: raise ValueError(f"Row {i}: {len(x)} tokens for a tree of {t.n_nodes} nodes.")
-    B, n_max = len(trees), max(t.n_nodes for t in trees)
+    B, n_max = len(trees), max([t.n_nodes for t in trees] + [min_nodes])
     L = max(len(t.retrieve) for t in trees); D = max(t.retrieve.shape[1] for t in trees)
     tok = torch.full((B, n_max), pad_id, dtype=torch.long)
     valid = torch.zeros(B, n_max, dtype=torch.bool)
