@@ -197,18 +197,25 @@ class TreeInputs:
         return bias[None, None], (n + self.depth)[None], n + self.arange_n
 
 # %% ../nbs/05a_engine.ipynb #079c21ee
+def _accept_rows(mask, depth, parent, valid, # (B, N, N) ancestor masks; (B, N) depths, parents, real nodes
+                 tokens:torch.Tensor, logits:torch.Tensor): # (B, N) node tokens; (B, N, V) target logits
+    "Each row's `(accepted path, bonus token)`, all rows in one device-to-host copy."
+    B, N = tokens.shape
+    ar, rows = torch.arange(N, device=tokens.device), torch.arange(B, device=tokens.device)
+    best = logits.argmax(-1)                                              # (B, N) the target's choice per node
+    match = tokens == best.gather(1, parent)                              # (B, N) token = parent's argmax
+    match[:, 0] = True                                                    # the roots are committed already
+    ok = ~(mask & ~match[:, None, :]).any(-1) & valid                     # (B, N) every node on the path matches
+    deepest = torch.where(ok, depth, -1).argmax(-1)                       # (B,) first node at the deepest level
+    order = torch.where(mask[rows, deepest], ar, N).sort(-1).values       # (B, N) each path first, then N
+    out = torch.cat([order, best[rows, deepest, None], depth[rows, deepest, None]], -1).tolist()  # one copy
+    return [(o[:o[-1] + 1], o[-2]) for o in out]
+
 def greedy_accept(ti:TreeInputs, tokens:torch.Tensor, # (N,) node tokens on the device, root first
                   logits:torch.Tensor, # (N, V) target logits at every node
                  ) -> tuple[list[int], int]:
     "Greedy acceptance as tensor ops: `(accepted path as node indices, root first; bonus token)`, one device-to-host copy."
-    best = logits.argmax(-1)                                            # (N,) the target's choice after each node
-    match = tokens == best[ti.parent]                                   # (N,) node's token is its parent's argmax
-    match[0] = True                                                     # the root is committed already
-    ok = ~(ti.mask & ~match[None, :]).any(-1) & ti.real                 # (N,) every node on the path matches
-    deepest = torch.where(ok, ti.depth, -1).argmax()                    # first node at the greatest accepted depth
-    order = torch.where(ti.mask[deepest], ti.arange_n, ti.N).sort().values  # its path first, then N (padding)
-    out = torch.cat([order, best[deepest, None], ti.depth[deepest, None]]).tolist()  # the one copy to the host
-    return out[:out[-1] + 1], out[-2]
+    return _accept_rows(ti.mask[None], ti.depth[None], ti.parent[None], ti.real[None], tokens[None], logits[None])[0]
 
 # %% ../nbs/05a_engine.ipynb #a1b2c3d5
 def greedy_accept_batch(tb:TreeBatch, # the round's padded trees (their masks, depths and validity)
@@ -218,19 +225,10 @@ def greedy_accept_batch(tb:TreeBatch, # the round's padded trees (their masks, d
     "`greedy_accept` for every row of a tree batch: `[(path, bonus)]` per row, one copy to the host in all."
     dev = tokens.device
     mask, depth, valid = tb.mask.to(dev), tb.depth.to(dev), tb.valid.to(dev)  # (B,N,N), (B,N), (B,N)
-    B, N = tokens.shape
-    ar, rows = torch.arange(N, device=dev), torch.arange(B, device=dev)
     up = mask & (depth[:, None, :] == depth[:, :, None] - 1)              # (B, N, N): j is i's parent
+    ar = torch.arange(tokens.shape[1], device=dev)
     parent = torch.where(up.any(-1), up.to(torch.uint8).argmax(-1), ar)   # (B, N); root, padding: themselves
-    best = logits.argmax(-1)                                              # (B, N) the target's choices
-    match = tokens == best.gather(1, parent)                              # (B, N) token = parent's argmax
-    match[:, 0] = True                                                    # the roots are committed already
-    ok = ~(mask & ~match[:, None, :]).any(-1) & valid                     # (B, N) the whole path matches
-    deepest = torch.where(ok, depth, -1).argmax(-1)                       # (B,) first deepest accepted
-    order = torch.where(mask[rows, deepest], ar, N).sort(-1).values       # (B, N) each path first, then N
-    out = torch.cat([order, best[rows, deepest, None], depth[rows, deepest, None]], -1).tolist()  # one copy
-    return [(o[:o[-1] + 1], o[-2]) for o in out]
-
+    return _accept_rows(mask, depth, parent, valid, tokens, logits)
 
 # %% ../nbs/05a_engine.ipynb #a849b76f
 class HFForward:
