@@ -12,7 +12,7 @@ from .models import check_supported, encode_chat
 from .draft import check_compatible
 from .tree import TreeConfig, compile_tree, batch_trees, tree_bias
 from .verify import Sampling, probs, verify_sampling
-from .kvcache import StaticKVCache, commit
+from .kvcache import StaticKVCache, commit, bucket_slots
 from .engine import make_forward, greedy_accept_batch, optimal_tree, expected_accepted, median_ms
 from .decode import (Drafter, ModelDrafter, DecodeStats, check_prompt, check_room, prefill_prompt,
                               end_round, _eos_set, _as_drafter)
@@ -325,7 +325,7 @@ def generate_batch(target, # the target causal LM
     longest, widest = max(len(ids) + req.max_new_tokens for _, req, ids, _ in queue), max(dr.max_nodes for *_, dr in queue)
     if max_len is None:
         max_len = longest + widest
-        if compile: max_len = -(-max_len // 256) * 256  # compiled: sizes in steps of 256, graphs reused
+        if compile: max_len = bucket_slots(max_len)  # compiled: few cache sizes, graphs reused
     elif longest + widest > max_len:  # each request fits alone, not all of them together: refused before any work
         raise ValueError(f"max_len={max_len} is too small for this batch: its longest request needs {longest} slots "
                          f"and its largest tree {widest} more, after the longest row ({longest + widest} in all).")

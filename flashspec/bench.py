@@ -20,7 +20,7 @@ from .adaptive import AdaptiveConfig, AdaptiveDrafter
 from .batch import monitor, monitor_html
 
 # %% auto #0
-__all__ = ['METHODS', 'run_method', 'bench', 'summarize', 'table', 'category_table', 'plot', 'add_cli', 'cmd_bench']
+__all__ = ['METHODS', 'run_method', 'bench', 'summarize', 'table', 'category_table', 'plot', 'report', 'add_cli', 'cmd_bench']
 
 # %% ../nbs/08_bench.ipynb #ebae1835
 METHODS = ("hf", "hf-static", "hf-assisted", "hf-lookup", "ar", "flashspec", "flashspec-lookup", "flashspec-merged",
@@ -266,6 +266,38 @@ def plot(res:dict, methods=None, path=None):
     fig.suptitle(res["meta"].get("label", ""), fontsize=8); fig.tight_layout()
     if path: fig.savefig(path, dpi=90)
     return fig
+
+# %% ../nbs/08_bench.ipynb #c7e1b0a2
+def report(res:dict, # what `bench` returned (or its JSON)
+           cmd:str|None=None, # the command that made it, shown with the home folder as `~`
+          ) -> str:
+    "The run's tables, its speed-ups over `hf` and `ar`, per turn, and its round budget, as Markdown."
+    fm = res["methods"]
+    spec = [m for m in fm if m.startswith("flashspec")]
+    main = "flashspec-merged" if "flashspec-merged" in fm else (spec or list(fm))[-1]
+    f = lambda x, p=2: "n/a" if x is None else f"{x:.{p}f}"
+    parts = [f"{res['meta'].get('label', '')} ({res['meta']['date']})"]
+    if cmd: parts.append(f"`flashspec {cmd.replace(str(Path.home()), '~')}`: {res['meta'].get('n_questions', '?')} "
+                         f"questions, {fm[main]['answers']} answers per method")
+    parts += [table(res), category_table(res, main)]
+    vs_ar = lambda m: (f", {fm[m]['tokens_per_s'] / fm['ar']['tokens_per_s']:.2f}x ar"
+                       if "ar" in fm and fm["ar"]["tokens_per_s"] else "")
+    if spec: parts.append("; ".join(f"{m} {f(fm[m]['speedup_vs_hf'])}x hf{vs_ar(m)}, "
+                                    f"identical to hf {f(fm[m]['identical_to_hf'], 3)}" for m in spec))
+    turns = sorted({r["turn"] for r in res["records"]})
+    if len(turns) > 1 and "hf" in fm:
+        by_turn = []
+        for t in turns:
+            sm = summarize([r for r in res["records"] if r["turn"] == t], list(fm), Sampling())
+            by_turn.append(f"turn {t + 1} ({sm['methods']['hf']['answers']} answers): " + ", ".join(
+                f"{m} {f(r['speedup_vs_hf'])}x" + (f" ({r['mean_accepted_tokens']:.2f} tokens per forward)"
+                                                   if r["mean_accepted_tokens"] else "")
+                for m, r in sm["methods"].items()))
+        parts.append("; ".join(by_turn))
+    budget = [f"{m}: " + ", ".join(f"{k} {v:.1f}" for k, v in fm[m]["round_ms"].items())
+              for m in fm if fm[m].get("round_ms")]
+    if budget: parts.append("ms per round: " + "; ".join(budget))
+    return "\n\n".join(parts)
 
 # %% ../nbs/08_bench.ipynb #34e086fc
 def add_cli(sub):

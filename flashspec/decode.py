@@ -14,7 +14,8 @@ from .models import check_supported
 from .draft import check_compatible
 from .tree import Tree, TreeConfig, compile_tree, batch_trees, tree_bias
 from .verify import Sampling, probs, verify_greedy, verify_sampling
-from .kvcache import StaticKVCache, append, forward, prefill, tree_step, commit, causal_bias
+from .kvcache import StaticKVCache, append, forward, prefill, tree_step, commit
+from .kvcache import causal_bias, bucket_slots
 from .engine import make_forward, TreeInputs, greedy_accept, _interp
 
 # %% auto #0
@@ -570,7 +571,7 @@ def generate(target, # the target causal LM
     n_room = max([n_tree] + [m for n, m in pad.items() if n <= n_tree])  # the largest forward a round can run
     bucket = compile and max_len is None
     max_len = check_room(target, len(ids), max_new_tokens, n_room, max_len)
-    if bucket: max_len = -(-max_len // 256) * 256  # compiled: cache sizes in steps of 256, so its graphs are reused
+    if bucket: max_len = bucket_slots(max_len)  # compiled: few cache sizes, so its graphs are reused
     gen = torch.Generator().manual_seed(seed) if seed is not None else None
     eos = _eos_set(target, eos_token_id)
     stats = DecodeStats()

@@ -291,14 +291,10 @@ def forward_ms(model, n_nodes:int, # nodes in the forward (a chain of that many,
     tr = tree or compile_tree(tuple((0,) * d for d in range(1, n_nodes)))
     S = prefix + tr.n_nodes
     cache = StaticKVCache(model, S)
-    g = torch.Generator().manual_seed(0)
-    V = model.config.vocab_size
-    ids = torch.randint(0, V, (1, prefix), generator=g).to(dev)
-    pre = TreeInputs(compile_tree(tuple((0,) * d for d in range(1, prefix))), S, dev, dt)(0)
-    fwd(cache, ids, *pre[1:2], pre[2], pre[0], rows=torch.arange(0, device=dev))
-    cache.lengths += prefix
+    cache.lengths += prefix  # not prefilled: a forward's time depends on shapes, not on the values cached
     ti = TreeInputs(tr, S, dev, dt)
-    toks = torch.randint(0, V, (1, tr.n_nodes), generator=g).to(dev)
+    g = torch.Generator().manual_seed(0)
+    toks = torch.randint(0, model.config.vocab_size, (1, tr.n_nodes), generator=g).to(dev)
     bias, pos, slots = ti(prefix)
     return median_ms(lambda: f(cache, toks, pos, slots, bias), dev, repeats)
 
@@ -449,9 +445,10 @@ def chain_acceptance(target, draft, # the target, and the draft `generate` takes
     "`{'rates', 'tried'}`: per depth d, P(the top-1 chain's depth-d token accepted | depth d - 1 was), greedy."
     from flashspec.decode import generate, _as_drafter
     chain = TreeConfig(depth, 1)
+    drafter = _as_drafter(draft, chain, target)  # one for all prompts: `generate` starts it afresh on each
     tried, hit = [0] * depth, [0] * depth
     for ids in prompts:
-        _, st = generate(target, _as_drafter(draft, chain, target), ids, max_new_tokens, tree=chain)
+        _, st = generate(target, drafter, ids, max_new_tokens)
         for a, d in zip(st.accepted, st.drafted_depth):  # a round: drafted tokens accepted, chain length
             for k in range(min(a + 1, d)):                # depth k + 1 tried: every shallower one accepted
                 tried[k] += 1; hit[k] += k < a

@@ -10,7 +10,7 @@ from .models import check_supported
 from .tree import TreeBatch, batch_trees, tree_bias
 
 # %% auto #0
-__all__ = ['StaticKVCache', 'forward', 'causal_bias', 'append', 'tree_step', 'commit', 'prefill']
+__all__ = ['SLOT_STEP', 'StaticKVCache', 'forward', 'causal_bias', 'append', 'tree_step', 'commit', 'prefill', 'bucket_slots']
 
 # %% ../nbs/05_kvcache.ipynb #23c5e9c1
 class StaticKVCache(Cache):
@@ -133,3 +133,12 @@ def prefill(model, cache:StaticKVCache, prompts:list) -> None:
     chains = [compile_tree(tuple((0,) * d for d in range(1, len(p)))) for p in prompts]
     _, s0 = tree_step(model, cache, batch_trees(chains, [torch.as_tensor(p) for p in prompts]))
     commit(cache, s0, [list(range(len(p))) for p in prompts])
+
+# %% ../nbs/05_kvcache.ipynb #b5c0a1e2
+SLOT_STEP = 256  # compiled forwards: cache sizes in steps of this many slots
+
+def bucket_slots(n:int, # slots needed
+                 step:int=SLOT_STEP) -> int:
+    "`n` rounded up to a multiple of `step`: the cache size a compiled forward is specialised to."
+    if n < 1 or step < 1: raise ValueError(f"bucket_slots needs n >= 1 and step >= 1, got {n} and {step}.")
+    return -(-n // step) * step
