@@ -4,7 +4,7 @@
 
 # %% ../nbs/05a_engine.ipynb #619217c0
 from __future__ import annotations
-import functools, heapq, json, os, statistics, time, warnings
+import functools, heapq, json, os, statistics, sys, time, warnings
 from pathlib import Path
 import torch
 import torch.nn.functional as F
@@ -383,20 +383,25 @@ def tree_costs(target, draft, # the target, and the draft `generate` takes (mode
                max_other_load:float|None=0.5, # cores other processes may keep busy meanwhile, beyond which the
                                               # figures are not cached (`other_load`); None: not checked
                rounds:int=3, repeats:int=3, # `repeats` timings of every size in each of `rounds` passes
+               progress:bool=True, # a progress bar (stderr) while measuring
               ) -> dict:
     "Measured `{'verify': {N: ms}, 'round': {depth: ms}}` for `target` and `draft` here (cached, see above)."
     from flashspec.models import cache_dir
     from flashspec.decode import generate, _as_drafter
+    from tqdm.auto import tqdm
     path = Path(path) if path else cache_dir()/"costs.json"
     key = _costs_key(target, draft, engine, compile)
     book = json.loads(path.read_text()) if path.exists() else {}
     if key in book and not refresh: return book[key]
     check = other_load if max_other_load is not None else (lambda: None)
     busy = [check()]                                                        # before, and after (below)
+    bar = tqdm(total=rounds * len(sizes) + len(depths), desc="measuring this machine's costs (cached after)",
+               disable=not progress, leave=False, file=sys.stderr)
     times = {n: [] for n in sizes}
     for _ in range(rounds):  # interleaved passes: a drift of the machine's speed hits every size alike
         for n in sizes:
             times[n].append(forward_ms(target, n, repeats=repeats, engine=engine, compile=compile))
+            bar.update()
     verify = {n: statistics.median(t) for n, t in times.items()}                # each size's median pass
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, target.config.vocab_size, (64,), generator=g)
@@ -409,6 +414,8 @@ def tree_costs(target, draft, # the target, and the draft `generate` takes (mode
         b = generate(target, dr, ids, 40, engine=engine, compile=compile, eos_token_id=[])[1]
         # the difference of two runs leaves out the first round (a feature drafter takes in the whole prompt there)
         rnd[d] = max(1000 * (rest(b) - rest(a)) / max(b.target_forwards - a.target_forwards, 1), 0.0)
+        bar.update()
+    bar.close()
     busy = max(x or 0.0 for x in busy + [check()])
     if max_other_load is not None and busy > max_other_load:
         # another job shared the cores: cached, these timings would mislead every later run
