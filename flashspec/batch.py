@@ -117,7 +117,8 @@ def allocate_nodes(rates:list[float], # each request's per-step acceptance r
 @torch.no_grad()
 def batch_forward_ms(model, rows:int, nodes:int, # a forward over `rows` rows of `nodes` tokens each
                      prefix:int=300, repeats:int=5, engine:str="auto") -> float:
-    "Median milliseconds of one batched target forward (`rows` x `nodes` tree tokens after `prefix` each; warm-up not counted)."
+    ("Median milliseconds of one batched target forward (`rows` x `nodes` tree tokens after `prefix` each;"
+     " warm-up not counted).")
     w = model.get_output_embeddings().weight
     dev, dt = w.device, (w.dtype if w.dtype.is_floating_point else torch.float32)
     fwd, S = make_forward(model, engine), prefix + nodes

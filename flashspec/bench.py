@@ -48,7 +48,8 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int, sam
     if method in ("hf-assisted", "flashspec-merged", "flashspec-adaptive") and isinstance(draft, Drafter):
         raise ValueError(f"{method} needs a draft model, not a {type(draft).__name__}.")
     if method == "hf-assisted" and hasattr(draft, "drafter"):
-        raise ValueError("hf-assisted needs a draft causal LM; a feature drafter reads the target's states, which only flashspec passes.")
+        raise ValueError("hf-assisted needs a draft causal LM; a feature drafter reads the target's states, "
+                         "which only flashspec passes.")
     torch.manual_seed(seed)
     t0 = time.perf_counter()
     if method.startswith("hf"):
@@ -64,7 +65,8 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int, sam
         elif isinstance(draft, Drafter): drafter = draft
         else:
             # a network with its own drafter (a feature drafter), or a causal LM
-            drafter = draft.drafter(tree, min_prob=min_prob) if hasattr(draft, "drafter") else ModelDrafter(draft, tree, min_prob=min_prob)
+            if hasattr(draft, "drafter"): drafter = draft.drafter(tree, min_prob=min_prob)
+            else: drafter = ModelDrafter(draft, tree, min_prob=min_prob)
             if method == "flashspec-merged": drafter = MergedDrafter(drafter, store=store, **(gate or {}))
             if method == "flashspec-adaptive": drafter = AdaptiveDrafter(drafter, adaptive or AdaptiveConfig())
         out, st = generate(target, drafter, ids, max_new_tokens, sampling=sampling, tree=tree, seed=seed,
@@ -80,7 +82,8 @@ def _fingerprint(model) -> dict|str|None:
                 checksum=round(sum(float(torch.sum(p.detach(), dtype=torch.float64)) for p in ps), 6),
                 vocab=None if getattr(model, "draft_vocab", None) is None else len(model.draft_vocab))
 
-def _journal_config(methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens, min_prob, target, draft, engine, compile,
+def _journal_config(methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens, min_prob, target, draft,
+                    engine, compile,
                     adaptive=None, pad_nodes=None, store=None, gate=None) -> dict:
     "What must match for a journal to be resumed: the run's settings, the target and the draft."
     return json.loads(json.dumps(dict(
@@ -108,7 +111,8 @@ def _read_journal(path:Path, config:dict, prompts:list[dict], n_methods:int) -> 
             if i < len(raw) - 1: raise ValueError(f"{path}:{i + 1}: not JSON; the journal is damaged.") from None
             # else: the last line was cut by a kill mid-write; its question is run again
     if not lines or lines[0].get("journal") != config:
-        raise ValueError(f"The journal {path} was written by a different run (settings: {lines[0].get('journal') if lines else None}); "
+        raise ValueError(f"The journal {path} was written by a different run "
+                         f"(settings: {lines[0].get('journal') if lines else None}); "
                          f"this run's settings: {config}. Delete it or pass another journal path.")
     need = {q["question_id"]: len(q["turns"]) * n_methods for q in prompts}
     have = Counter(r["question_id"] for r in lines[1:])
@@ -135,7 +139,8 @@ def bench(target, tokenizer, draft, prompts:list[dict], # Spec-Bench records (`t
         if m not in METHODS: raise ValueError(f"Unknown method {m!r}; choose from {', '.join(METHODS)}.")
     if not prompts: raise ValueError("No prompts to run.")
     if repeats < 1: raise ValueError("repeats must be >= 1.")
-    if len({q["question_id"] for q in prompts}) < len(prompts): raise ValueError("question_id must be unique within prompts.")
+    if len({q["question_id"] for q in prompts}) < len(prompts):
+        raise ValueError("question_id must be unique within prompts.")
     records = []
     if journal is not None:  # header line = the settings; then one record per answer, a question at a time
         journal, config = Path(journal), _journal_config(methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens,
@@ -238,7 +243,8 @@ def table(res:dict) -> str:
 
 def category_table(res:dict, method:str="flashspec") -> str:
     "Speed-up vs hf and tokens per target forward of `method`, per category."
-    rows = [f"| category | {method} speed-up vs hf | tokens per target forward | identical to hf |", "| --- | --- | --- | --- |"]
+    rows = [f"| category | {method} speed-up vs hf | tokens per target forward | identical to hf |",
+            "| --- | --- | --- | --- |"]
     for c, ms in res["per_category"].items():
         r = ms.get(method)
         if r is None: continue
@@ -255,7 +261,8 @@ def plot(res:dict, methods=None, path=None):
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 3.6), gridspec_kw=dict(width_ratios=[3, 1]))
     w = 0.8 / max(len(methods), 1)
     for i, m in enumerate(methods):
-        a.bar([j + i * w for j in range(len(cats))], [res["per_category"][c][m]["speedup_vs_hf"] or 0 for c in cats], w, label=m)
+        speed = [res["per_category"][c][m]["speedup_vs_hf"] or 0 for c in cats]
+        a.bar([j + i * w for j in range(len(cats))], speed, w, label=m)
     a.axhline(1, color="k", lw=.8); a.set_xticks([j + w * (len(methods) - 1) / 2 for j in range(len(cats))])
     a.set_xticklabels(cats, rotation=35, ha="right", fontsize=8); a.set_ylabel("speed-up vs hf"); a.legend(fontsize=7)
     for m in methods:
@@ -328,7 +335,8 @@ def cmd_bench(args):
     s = Sampling(args.temperature, args.top_k, args.top_p)
     meta = dict(hardware=hardware(args.device), dtype=args.dtype, model=args.target or "SmolLM2-135M-Instruct (embedded)",
                 draft=args.draft_name,
-                tree=dict(name=args.tree_name, paths=args.tree.index_paths(), min_prob=args.min_prob), max_new_tokens=args.max_new_tokens,
+                tree=dict(name=args.tree_name, paths=args.tree.index_paths(), min_prob=args.min_prob),
+                max_new_tokens=args.max_new_tokens,
                 prompts=str(args.prompts or "Spec-Bench"), n_questions=len(prompts))
     meta["quantize"] = getattr(args, "quantize", None)  # INT8 method applied to the target, or None
     meta.update(engine=args.engine, compile=args.compile, pad_nodes=getattr(args, "pad_nodes", None) or None)
@@ -343,10 +351,11 @@ def cmd_bench(args):
     adaptive = adaptive_config(args)
     if adaptive is None and "flashspec-adaptive" in args.methods: adaptive = AdaptiveConfig()
     if adaptive is not None: meta["adaptive"] = vars(adaptive)
-    meta["label"] = (f"{meta['model']}, {args.dtype}{', ' + meta['quantize'] if meta['quantize'] else ''}, draft: {meta['draft']}, "
+    quant = f", {meta['quantize']}" if meta["quantize"] else ""
+    meta["label"] = (f"{meta['model']}, {args.dtype}{quant}, draft: {meta['draft']}, "
                      f"{meta['hardware']}, {datetime.date.today()}")
-    if isinstance(draft, PromptLookupDrafter) and any(m in ("flashspec", "hf-assisted", "flashspec-merged", "flashspec-adaptive")
-                                                      for m in args.methods):
+    needs_model = ("flashspec", "hf-assisted", "flashspec-merged", "flashspec-adaptive")
+    if isinstance(draft, PromptLookupDrafter) and any(m in needs_model for m in args.methods):
         raise ValueError("--lookup gives no draft model: use the flashspec-lookup / hf-lookup methods instead.")
     journal = Path(args.journal or args.out + ".journal.jsonl")
     if journal.exists(): print(f"resuming from {journal}", file=sys.stderr)

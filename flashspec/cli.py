@@ -61,7 +61,8 @@ def cmd_demo(args):
     bad = [m for m, r in res["methods"].items() if r["identical_to_hf"] != 1.0]
     if bad:
         if getattr(target, "flashspec_batch_invariant", None) is False:
-            print(f"Outputs differ from hf for {bad}: expected here, since the {args.quantize} target is not batch-invariant "
+            print(f"Outputs differ from hf for {bad}: expected here, since the {args.quantize} target is not "
+                  "batch-invariant "
                   "on this machine (see the warning above), so it is not one fixed function for speculation to reproduce.")
         else: print(f"OUTPUTS DIFFER from hf for {bad}: this is a bug (greedy speculative decoding must be lossless).")
         return 1

@@ -66,7 +66,8 @@ class TreeDrafter(Drafter):
             if len(self.vocab) == 0 or int(self.vocab[0]) < 0 or int(self.vocab[-1]) >= V:
                 raise ValueError(f"vocab must be non-empty token ids in 0..{V - 1}.")
             widest = max((len(c) for c in self.tree.children), default=0)
-            if widest > len(self.vocab): raise ValueError(f"A node has {widest} children but vocab has {len(self.vocab)} tokens.")
+            if widest > len(self.vocab):
+                raise ValueError(f"A node has {widest} children but vocab has {len(self.vocab)} tokens.")
 
     def _tokens(self, pick): return pick if self.vocab is None else self.vocab[pick]  # head index -> token id
 
@@ -80,7 +81,8 @@ class TreeDrafter(Drafter):
         "(S,) the drafter's logits after the root (its head's indices), having taken in the new context; None = no proposal."
         raise NotImplementedError
     def node_logits(self, nodes:list[int], toks:torch.Tensor, n:int) -> torch.Tensor:
-        "(len(nodes), S) logits after each of `nodes` (tree indices, one level) given the tree's tokens `toks`, `n` committed."
+        ("(len(nodes), S) logits after each of `nodes` (tree indices, one level), given the tree's tokens"
+         " `toks` and `n` committed.")
         raise NotImplementedError
 
     @torch.no_grad()
@@ -153,14 +155,16 @@ class ModelDrafter(TreeDrafter):
         self.seen = n = len(context)
         # the whole tree's bias and positions, root at slot n - 1 after the n - 1 tokens before it; each level's
         # forward takes the rows of its nodes: (1, 1, N, max_len) and (1, N)
-        self._bias, self._pos = tree_bias(torch.tensor([n - 1]), batch_trees([self.tree], [torch.zeros(self.tree.n_nodes, dtype=torch.long)]),
+        tb = batch_trees([self.tree], [torch.zeros(self.tree.n_nodes, dtype=torch.long)])
+        self._bias, self._pos = tree_bias(torch.tensor([n - 1]), tb,
                                           n - 1, self.cache.max_len, self.cache.keys[0].dtype)
         return lg
 
     def node_logits(self, nodes, toks, n):
         idx = torch.tensor(nodes)
         slots = n - 1 + idx  # node i lives at slot n - 1 + i; the root (node 0) is slot n - 1
-        return forward(self.draft, self.cache, toks[idx][None], self._pos[:, idx], slots, self._bias[:, :, idx], head=self.head)[0]
+        return forward(self.draft, self.cache, toks[idx][None], self._pos[:, idx], slots, self._bias[:, :, idx],
+                       head=self.head)[0]
 
 # %% ../nbs/07_decode.ipynb #857e9db3
 class PromptLookupDrafter(Drafter):
@@ -481,7 +485,8 @@ class DecodeStats:
 def _as_drafter(draft, tree:TreeConfig|None, target) -> Drafter:
     if draft is None: return Drafter()
     if isinstance(draft, Drafter): return draft
-    if hasattr(draft, "drafter"): return draft.drafter(tree or TreeConfig())  # a network that makes its own (feature drafters)
+    # a network that makes its own drafter (a feature drafter)
+    if hasattr(draft, "drafter"): return draft.drafter(tree or TreeConfig())
     check_compatible(target, draft)
     return ModelDrafter(draft, tree or TreeConfig())
 

@@ -272,7 +272,8 @@ def step_loss(draft, batch:dict, target=None, w_ce:float=1.0, w_kd:float=1.0, T:
     W = draft.lm_head.weight  # (V, d)
     zk = torch.einsum("nd,nkd->nk", hs, W[ix])  # (n, k) = the draft's logits at the target's top-k ids
     zero = torch.zeros(len(y), dtype=torch.long, device=y.device)
-    loss, p = distill_loss(zk, v, zero, w_ce, w_kd, T, target_index=torch.arange(v.shape[-1], device=v.device).expand_as(ix), parts=True)
+    ti = torch.arange(v.shape[-1], device=v.device).expand_as(ix)
+    loss, p = distill_loss(zk, v, zero, w_ce, w_kd, T, target_index=ti, parts=True)
     if full_every and w_ce and len(y):
         sub = torch.arange(0, len(y), full_every, device=y.device)
         ce_full = F.cross_entropy(draft.lm_head(hs[sub]).float(), ix[sub, 0])
@@ -282,7 +283,7 @@ def step_loss(draft, batch:dict, target=None, w_ce:float=1.0, w_kd:float=1.0, T:
 # %% ../nbs/02_distill.ipynb #a79148ff
 def save_draft_weights(draft, path:str|Path, meta:dict|None=None,
                        dtype:torch.dtype|None=torch.bfloat16, # storage dtype (None = as trained); bf16 halves the file
-                       vocab=None, # token ids the draft proposes from (default: `draft.draft_vocab` if set), see `frequent_tokens`
+                       vocab=None, # token ids the draft proposes from (default: `draft.draft_vocab`), see `frequent_tokens`
                       ) -> Path:
     "Save the draft's trainable parameters (only) as safetensors, atomically, with `meta` as string metadata."
     from safetensors.torch import save_file
@@ -488,7 +489,8 @@ def _check_held_out(init, held):
               "rows it trained on, so their agreement would be flattered; compare on other prompts (e.g. Spec-Bench).")
 
 def cmd_distill_features(args):
-    "`flashspec distill --features CACHE`: a feature drafter (`--design eagle3`, the cache made first if needed), or a slice on the same rows."
+    ("`flashspec distill --features CACHE`: a feature drafter (`--design eagle3`, the cache made first if"
+     " needed), or a slice on the same rows.")
     import numpy as np
     from flashspec.eagle import (extract_features, FeatureData, cache_vocab, train_feature_drafter, train_slice_on_features,
                                  capped_rows)
@@ -525,7 +527,8 @@ def cmd_distill(args):
     if args.init and args.design != "eagle3":  # before any data is made: a feature cache can take an hour
         raise SystemExit("--init fine-tunes a feature drafter: use it with --design eagle3.")
     if args.design == "eagle3" or args.features: return cmd_distill_features(args)
-    if args.cap: raise SystemExit("--cap selects a feature cache's conversations: use it with --design eagle3 or --features.")
+    if args.cap:
+        raise SystemExit("--cap selects a feature cache's conversations: use it with --design eagle3 or --features.")
     data = [Path(d) for d in args.data] if args.data else [Path(args.out)/"answers"]
     if not args.data and not (data[0]/"data").exists():
         cmd_distill_data(args)
@@ -544,8 +547,8 @@ def cmd_distill(args):
     if param_hashes(target) != before: raise RuntimeError("Training changed the target's parameters.")
     (Path(args.out)/"log.json").write_text(json.dumps(log))
     k = max(1, len(log) // 10)
-    print("loss, mean of each tenth of the run: " + " ".join(f"{sum(r['loss'] for r in log[i:i + k]) / len(log[i:i + k]):.2f}"
-                                                          for i in range(0, len(log), k)))
+    tenths = [log[i:i + k] for i in range(0, len(log), k)]
+    print("loss, mean of each tenth of the run: " + " ".join(f"{sum(r['loss'] for r in t) / len(t):.2f}" for t in tenths))
     print(f"target unchanged ({len(before)} parameter and buffer hashes equal); "
           f"trained draft -> {Path(args.out)/'draft.safetensors'}")
     return 0
@@ -571,16 +574,19 @@ def add_cli(subparsers):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--mixed-precision", default="bf16", choices=["no", "bf16"])
     p.add_argument("--draft-vocab", type=int, default=0,
-                   help="save a vocabulary subset with the draft: the N tokens the target ranks first most often in the data (0 = all)")
+                   help="save a vocabulary subset with the draft: the N tokens the target ranks first most often "
+                   "in the data (0 = all)")
     g = p.add_argument_group("eagle3 (feature drafter)")
-    g.add_argument("--features", help="feature cache folder (made there from --kd if missing or unfinished; default OUT/features); "
+    g.add_argument("--features", help="feature cache folder (made there from --kd if missing or unfinished; "
+    "default OUT/features); "
                    "with --design slice, the slice trains on the same rows")
     g.add_argument("--kd", help=f"the target's answers, as the shared {KD_ANSWERS} (its default)")
     g.add_argument("--topk-features", type=int, default=8, help="target logits kept per position in the cache")
     g.add_argument("--ttt-steps", type=int, default=3, help="draft steps unrolled in training (training-time test)")
     g.add_argument("--step-decay", type=float, default=0.8, help="loss weight of step s: decay ** (s - 1)")
     g.add_argument("--w-feat", type=float, default=0.0, help="weight of the SmoothL1 feature term (EAGLE-1/2); 0 = none")
-    g.add_argument("--held-out", type=int, default=200, help="conversations kept out of training (listed in the weights' metadata)")
+    g.add_argument("--held-out", type=int, default=200,
+                   help="conversations kept out of training (listed in the weights' metadata)")
     g.add_argument("--cap", action="append", metavar="SOURCE=N",
                    help="making the cache: at most N conversations of a source of the pool (repeatable), drawn in a "
                         "fixed shuffled order; default: every conversation, in file order")
@@ -642,7 +648,8 @@ def _acceptance_summary(c:dict) -> dict:
     # acceptance at draft step k: of the rounds that drafted step k after accepting steps 1..k-1, the share accepting it
     steps = [r / t if t else None for r, t in zip(c["reach"], c["tried"])]
     return dict(first_token=c["first"] / max(c["rounds"], 1), acceptance_rate=c["accepted"] / max(c["depth"], 1),
-                mean_accepted_length=c["tokens"] / max(c["forwards"], 1), ms_per_token=1000 * c["seconds"] / max(c["tokens"], 1),
+                mean_accepted_length=c["tokens"] / max(c["forwards"], 1),
+                ms_per_token=1000 * c["seconds"] / max(c["tokens"], 1),
                 tokens=c["tokens"], step_acceptance=steps, counts=c)
 
 def pool_acceptance(results:list[dict]) -> dict:

@@ -153,7 +153,7 @@ def _fingerprint(target) -> str:
 # %% ../nbs/07b_eagle.ipynb #8e45e0f9
 class FeatureDraft(nn.Module):
     "EAGLE-3 draft network over `target`'s features; only fc and the one decoder layer are parameters."
-    def __init__(self, target, # the target causal LM: its embeddings, final norm, head and rotary embedding are used in place
+    def __init__(self, target, # the target causal LM: its embeddings, final norm, head and rotary embedding, in place
                  vocab=None, # token ids the head proposes from (a subset of the target's vocabulary); None = all
                  layers:tuple|None=None, # hidden-state indices read (default `aux_layers`)
                 ):
@@ -181,7 +181,8 @@ class FeatureDraft(nn.Module):
         W = target.get_output_embeddings().weight                          # (V, d)
         self.V = W.shape[0]
         v = torch.arange(self.V) if vocab is None else torch.as_tensor(vocab, dtype=torch.long).unique().cpu()
-        if len(v) == 0 or int(v[0]) < 0 or int(v[-1]) >= self.V: raise ValueError(f"vocab must be token ids in 0..{self.V - 1}.")
+        if len(v) == 0 or int(v[0]) < 0 or int(v[-1]) >= self.V:
+            raise ValueError(f"vocab must be token ids in 0..{self.V - 1}.")
         self.register_buffer("vocab", v, persistent=False)                 # (S,) sorted token ids
         # the target's own modules, held outside this module's parameters (a plain dict is not registered)
         self.target_parts = dict(embed=target.get_input_embeddings(), norm=target.get_decoder().norm,
@@ -202,7 +203,8 @@ class FeatureDraft(nn.Module):
         return self.__dict__["_products"](x.numel() // x.shape[-1])(layer, x)
 
     def qkv(self, g, tokens, positions):
-        "Queries (B, H, T, hd), keys and values (B, Hkv, T, hd) of entries pairing hidden `g` (B, T, d) with `tokens` (B, T)."
+        ("Queries (B, H, T, hd), keys and values (B, Hkv, T, hd) of entries pairing hidden `g` (B, T, d)"
+         " with `tokens` (B, T).")
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
         B, T, _ = g.shape
         x = torch.cat([self.input_layernorm(self.embed(tokens)), self.hidden_norm(g)], -1)  # (B, T, 2d)
@@ -214,7 +216,8 @@ class FeatureDraft(nn.Module):
         return q, k, v
 
     def finish(self, g, attn):
-        "The rest of the layer: `g` (B, T, d) is the residual, `attn` (B, H, T, hd) the attention output; returns `out` (B, T, d)."
+        ("The rest of the layer: `g` (B, T, d) is the residual, `attn` (B, H, T, hd) the attention output;"
+         " returns `out` (B, T, d).")
         B, _, T, _ = attn.shape
         h = g + self.lin(self.o_proj, attn.transpose(1, 2).reshape(B, T, -1))
         n = self.post_attention_layernorm(h)
@@ -265,7 +268,8 @@ class FeatureData:
         self.offsets = np.load(self.folder/"offsets.npy")
         self.rows = np.arange(done) if rows is None else np.asarray(rows, dtype=np.int64)
         if len(self.rows) and self.rows.max() >= done: raise ValueError(f"Rows past the {done} written so far.")
-        self.arr = {k: np.load(self.folder/f"{k}.npy", mmap_mode="r") for k in ("tokens", "feats", "top_ids", "top_vals", "mask")}
+        self.arr = {k: np.load(self.folder/f"{k}.npy", mmap_mode="r")
+                    for k in ("tokens", "feats", "top_ids", "top_vals", "mask")}
     def __len__(self): return len(self.rows)
     def __getitem__(self, i):
         r = int(self.rows[i]); a, b = int(self.offsets[r]), int(self.offsets[r + 1])
@@ -305,9 +309,11 @@ def ttt_loss(fd:FeatureDraft, batch:dict, steps:int=3, # draft steps unrolled
              parts:bool=False,
              w_feat:float=0.0, # weight of the SmoothL1 feature term (needs `batch["top"]`, see `top_features`)
             ):
-    "Training-time-test loss of a collated batch (see `ttt_forward`); with `parts`, also per-step CE, KL and top-1 agreement."
+    ("Training-time-test loss of a collated batch (see `ttt_forward`); with `parts`, also per-step CE, KL"
+     " and top-1 agreement.")
     outs = ttt_forward(fd, batch["feats"], batch["tokens"], batch["valid"], steps)
-    lut = torch.full((fd.V,), -1, dtype=torch.long, device=fd.vocab.device); lut[fd.vocab] = torch.arange(len(fd.vocab), device=lut.device)
+    lut = torch.full((fd.V,), -1, dtype=torch.long, device=fd.vocab.device)  # token id -> head row, -1 outside
+    lut[fd.vocab] = torch.arange(len(fd.vocab), device=lut.device)
     L = batch["tokens"].shape[1]
     total, wsum, info = 0.0, 0.0, {}
     for s, out in enumerate(outs, 1):
@@ -435,11 +441,12 @@ def train_feature_drafter(target, data:FeatureData, out:str|Path, # folder for c
                           vocab=None, # token ids of the head's subset (see `cache_vocab`); None = all
                           mixed_precision:str="bf16", seed:int=0, progress:bool=True, on_step=None, meta:dict|None=None,
                           ckpt_every:int=100, # steps between checkpoints (a killed run resumes from the last)
-                          init:str|Path|None=None, # a saved feature drafter to start from (fine-tuning); its vocabulary is kept
+                          init:str|Path|None=None, # a saved feature drafter to fine-tune; its vocabulary is kept
                          ) -> tuple[FeatureDraft, list[dict]]:
     "Train a `FeatureDraft` for `target` on a feature cache; resumes from `out`. Returns `(draft, log)`."
     from flashspec.distill import train_draft, target_fingerprint
-    if data.meta["layers"] != list(aux_layers(target.config.num_hidden_layers)) or data.meta["fingerprint"] != target_fingerprint(target):
+    same_layers = data.meta["layers"] == list(aux_layers(target.config.num_hidden_layers))
+    if not same_layers or data.meta["fingerprint"] != target_fingerprint(target):
         raise ValueError(f"The feature cache {data.folder} was made from another target or other layers.")
     torch.manual_seed(seed)
     if init is None: fd = FeatureDraft(target, vocab)
@@ -455,10 +462,12 @@ def train_feature_drafter(target, data:FeatureData, out:str|Path, # folder for c
         b = collate_features(rows, device)
         if w_feat: b["top"] = top_features(target, b["feats"], b["valid"], m.layers)  # (B, L, d) no gradient
         return ttt_loss(m, b, ttt_steps, w_ce, w_kd, T, step_decay, parts=True, w_feat=w_feat)
-    meta = dict(meta or {}, design="eagle3", layers=json.dumps(list(fd.layers)), target_fingerprint=target_fingerprint(target),
+    meta = dict(meta or {}, design="eagle3", layers=json.dumps(list(fd.layers)),
+                target_fingerprint=target_fingerprint(target),
                 ttt_steps=ttt_steps, step_decay=step_decay, w_feat=w_feat, cache=str(data.folder), rows=len(data))
     log = train_draft(fd, data, out, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, w_ce=w_ce, w_kd=w_kd, T=T,
-                      seed=seed, mixed_precision=mixed_precision, meta=meta, vocab=None if vocab is None and init is None else fd.vocab,
+                      seed=seed, mixed_precision=mixed_precision, meta=meta,
+                      vocab=None if vocab is None and init is None else fd.vocab,
                       ckpt_every=ckpt_every,
                       progress=progress, on_step=on_step, step_fn=step_fn)
     if param_hashes(target) != before: raise RuntimeError("Training changed the target's parameters.")
@@ -583,8 +592,10 @@ def export_eagle3(fd:FeatureDraft, folder:str|Path, dtype=torch.bfloat16) -> Pat
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
     c = lambda t: t.detach().to(dtype).cpu().contiguous()
     sd = {"fc.weight": c(fd.fc.weight), "norm.weight": c(fd.target_parts["norm"].weight), "lm_head.weight": c(fd.head_w)}
-    for name in ("hidden_norm", "input_layernorm", "post_attention_layernorm"): sd[f"midlayer.{name}.weight"] = c(getattr(fd, name).weight)
-    for name in ("q_proj", "k_proj", "v_proj", "o_proj"): sd[f"midlayer.self_attn.{name}.weight"] = c(getattr(fd, name).weight)
+    for name in ("hidden_norm", "input_layernorm", "post_attention_layernorm"):
+        sd[f"midlayer.{name}.weight"] = c(getattr(fd, name).weight)
+    for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+        sd[f"midlayer.self_attn.{name}.weight"] = c(getattr(fd, name).weight)
     for name in ("gate_proj", "up_proj", "down_proj"): sd[f"midlayer.mlp.{name}.weight"] = c(getattr(fd, name).weight)
     v = fd.vocab.cpu()
     sd["d2t"] = (v - torch.arange(len(v))).to(torch.int64)                    # target id = i + d2t[i]

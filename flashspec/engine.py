@@ -75,7 +75,8 @@ class Products:
     def weights(self) -> list:
         "The weights measured: every float `nn.Linear` of the owner on the CPU, then the `extra` ones."
         ws = [l.weight for l in self.owner.modules() if _plain_linear(l)]
-        ws += [w for w in (getattr(self.owner, n) for n in self.extra) if w.device.type == "cpu" and w.dtype.is_floating_point]
+        extra = (getattr(self.owner, n) for n in self.extra)
+        ws += [w for w in extra if w.device.type == "cpu" and w.dtype.is_floating_point]
         return ws
 
     def form(self, m:int) -> str:
@@ -189,7 +190,8 @@ class TreeInputs:
 
     def __call__(self, n:int|torch.Tensor):
         "`(bias (1, 1, N, S), positions (1, N), slots (N,))` for a tree whose root sits at slot `n` (= committed tokens)."
-        if int(n) + self.N > self.S: raise ValueError(f"A tree of {self.N} nodes after {int(n)} tokens does not fit in {self.S} slots.")
+        if int(n) + self.N > self.S:
+            raise ValueError(f"A tree of {self.N} nodes after {int(n)} tokens does not fit in {self.S} slots.")
         rel = self.arange_s - n                                             # (S,) slot relative to the root
         inside = (rel >= 0) & (rel < self.N)
         allowed = (rel < 0)[None, :] | (self.mask[:, rel.clamp(0, self.N - 1)] & inside[None, :])  # (N, S)
@@ -347,7 +349,8 @@ def _interp(table:dict):
     return f
 
 def _costs_key(target, draft, engine:str, compile:bool) -> str:
-    "Which measurement a cost entry is: hardware, target, dtype, quantization, engine (products per row count), draft, threads."
+    ("Which measurement a cost entry is: hardware, target, dtype, quantization, engine (products per row"
+     " count), draft, threads.")
     from flashspec.models import hardware
     from flashspec.distill import target_fingerprint
     w = target.get_output_embeddings().weight

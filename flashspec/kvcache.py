@@ -62,12 +62,14 @@ def forward(model, cache:StaticKVCache,
            ):
     "Run `model` over `tokens` writing KV at `slots`; returns logits `(B, T, V)` (and hidden states)."
     dev = cache.keys[0].device
-    if int(slots.max()) >= cache.max_len: raise ValueError(f"KV slot {int(slots.max())} is past the cache ({cache.max_len}).")
+    if int(slots.max()) >= cache.max_len:
+        raise ValueError(f"KV slot {int(slots.max())} is past the cache ({cache.max_len}).")
     cache._slots = slots.to(dev)
     kw = dict(input_ids=tokens.to(dev), position_ids=positions.to(dev), attention_mask=bias.to(dev),
               cache=cache, use_cache=True)
     try:
-        if head is not None:  # the decoder alone, then the caller's head: e.g. only the last position, or a vocabulary subset
+        # with a head: the decoder alone, then the caller's head (e.g. the last position only, or a vocabulary subset)
+        if head is not None:
             h = model.get_decoder()(**kw).last_hidden_state  # (B, T, d), after the final norm
             return (head(h), h) if hidden else head(h)
         out = model(**kw, output_hidden_states=hidden)
@@ -93,7 +95,8 @@ def append(model, cache:StaticKVCache, tokens:torch.Tensor, # (B, T), rows at eq
         raise ValueError(f"{n0 + T} tokens do not fit in the static cache of {cache.max_len} slots.")
     pos = (n0 + torch.arange(T)).repeat(B, 1)
     w = model.get_output_embeddings().weight
-    out = forward(model, cache, tokens, pos, torch.arange(n0, n0 + T), causal_bias(cache, cache.lengths, T, w.dtype), hidden, head)
+    bias = causal_bias(cache, cache.lengths, T, w.dtype)
+    out = forward(model, cache, tokens, pos, torch.arange(n0, n0 + T), bias, hidden, head)
     cache.lengths += T
     return out
 
@@ -129,7 +132,8 @@ def prefill(model, cache:StaticKVCache, prompts:list) -> None:
     if len(prompts) != cache.batch_size: raise ValueError(f"{len(prompts)} prompts for a cache of {cache.batch_size} rows.")
     if any(len(p) == 0 for p in prompts): raise ValueError("Empty prompt.")
     if max(len(p) for p in prompts) > cache.max_len:
-        raise ValueError(f"A prompt of {max(len(p) for p in prompts)} tokens does not fit in the cache ({cache.max_len} slots).")
+        raise ValueError(f"A prompt of {max(len(p) for p in prompts)} tokens does not fit in the cache "
+                         f"({cache.max_len} slots).")
     chains = [compile_tree(tuple((0,) * d for d in range(1, len(p)))) for p in prompts]
     _, s0 = tree_step(model, cache, batch_trees(chains, [torch.as_tensor(p) for p in prompts]))
     commit(cache, s0, [list(range(len(p))) for p in prompts])

@@ -72,7 +72,8 @@ def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
                    "and machine where the draft carries its measured acceptance, else 4)")
     p.add_argument("--width", type=int, help="alternatives per level M (default: as --depth, else 3)")
     p.add_argument("--min-prob", type=float, default=0.0,
-                   help="adaptive tree: draft a token only where the draft gives it at least this probability (0 = fixed tree)")
+                   help="adaptive tree: draft a token only where the draft gives it at least this probability "
+                   "(0 = fixed tree)")
     p.add_argument("--no-pad", action="store_true", help="run each tree at its own size (by default a tree is padded to a "
                    "larger size whose forward was measured cheaper here, see `node_padding`)")
     adaptive_args(p)
@@ -87,20 +88,26 @@ def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 def load_models(args:argparse.Namespace):
-    "Target, tokenizer and drafter from `model_args` options: `(target, tokenizer, draft)`; `args.draft_name` says which draft."
+    ("Target, tokenizer and drafter from `model_args` options: `(target, tokenizer, draft)`;"
+     " `args.draft_name` says which draft.")
     dev = getattr(args, "device", "cpu")
-    if str(dev).startswith("cuda") and not torch.cuda.is_available(): raise ValueError(f"--device {dev}: no CUDA device here.")
+    if str(dev).startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {dev}: no CUDA device here.")
     target, tok = load_target(args.target, dtype=args.dtype, device=dev)
     if args.lookup: draft, args.draft_name = PromptLookupDrafter(depth=args.depth or 4), "prompt lookup"
-    elif args.draft and str(args.draft).endswith(".safetensors"): draft, args.draft_name = load_draft_file(target, args.draft), args.draft
+    elif args.draft and str(args.draft).endswith(".safetensors"):
+        draft, args.draft_name = load_draft_file(target, args.draft), args.draft
     elif args.draft: draft, args.draft_name = load_target(args.draft, dtype=args.dtype, device=dev)[0], args.draft
-    elif args.draft_layers: draft, args.draft_name = slice_draft(target, args.draft_layers), f"first {args.draft_layers} target layers, untrained"
+    elif args.draft_layers:
+        draft = slice_draft(target, args.draft_layers)
+        args.draft_name = f"first {args.draft_layers} target layers, untrained"
     else:
         try:
             if getattr(args, "draft_design", None) != "slice":
                 try:
                     draft = load_shipped_drafter(target)
-                    args.draft_name = f"feature drafter shipped with flashspec (EAGLE-3 style, {len(draft.vocab)}-token head)"
+                    args.draft_name = (f"feature drafter shipped with flashspec (EAGLE-3 style, "
+                                       f"{len(draft.vocab)}-token head)")
                     return _quantized(target, tok, draft, args)
                 except FileNotFoundError:
                     if getattr(args, "draft_design", None) == "eagle3": raise

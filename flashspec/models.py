@@ -46,7 +46,8 @@ def cache_dir() -> Path:
     return Path(os.environ.get("FLASHSPEC_CACHE", Path.home()/".cache"/"flashspec"))
 
 def atomic_write(path:str|Path, write) -> Path:
-    "Call `write(tmp)` on a temporary file beside `path`, then rename it onto `path`: readers see the old file or the whole new one."
+    ("Call `write(tmp)` on a temporary file beside `path`, then rename it onto `path`: readers see the old"
+     " file or the whole new one.")
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-"); os.close(fd)
     try: write(tmp); os.replace(tmp, path)
@@ -209,7 +210,8 @@ def encode_chat(tokenizer, turns, answers=None,
 
 # %% ../nbs/00_models.ipynb #ed67c84b
 CHATML_TEMPLATE = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
-                   "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+                   "'<|im_end|>' + '\n'}}{% endfor %}"
+                   "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
 
 def tiny_tokenizer(words=None):
     "A word-level `PreTrainedTokenizerFast` with a ChatML template, for tests (vocabulary: specials + `words`)."

@@ -22,8 +22,10 @@ __all__ = ['INT4_GROUP', 'QUANT_METHODS', 'ACTIVATION_QUANT', 'int8_product_satu
 # %% ../nbs/06_quant.ipynb #062b9154
 @lru_cache(maxsize=None)
 def int8_product_saturates() -> bool:
-    "Whether `torch._int_mm` on this CPU loses exactness at full int8 range (oneDNN without VNNI sums u8 x s8 pairs in int16)."
-    a = torch.full((8, 64), 127, dtype=torch.int8)  # the worst case: every pair is 127 * 127 (255 * 127 after oneDNN's u8 shift)
+    ("Whether `torch._int_mm` on this CPU loses exactness at full int8 range (oneDNN without VNNI sums"
+     " u8 x s8 pairs in int16).")
+    # the worst case: every pair is 127 * 127 (255 * 127 after oneDNN's u8 shift)
+    a = torch.full((8, 64), 127, dtype=torch.int8)
     return int(torch._int_mm(a, a.t())[0, 0]) != 127 * 127 * 64
 
 class Int8Linear(nn.Module):
@@ -48,7 +50,8 @@ class Int8Linear(nn.Module):
         if self.bias is not None: y = y + self.bias
         return y.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
 
-    def extra_repr(self): return f"in_features={self.in_features}, out_features={self.out_features}, int8 (weights ±{self.qmax})"
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8 (weights ±{self.qmax})"
 
 # %% ../nbs/06_quant.ipynb #a7d4e0c2
 INT4_GROUP = 32  # inputs per scale and zero point (groups of 64 move the target far more: *Which group size*)
@@ -194,7 +197,8 @@ def quantize_target(model, # a causal LM flashspec supports; modified in place
                     method:str="int8-rowwise", # one of `QUANT_METHODS`
                     check:bool=True, # measure batch invariance (`batch_gap`) before and after, warn if lost
                    ):
-    "Quantize the decoder layers' linear weights of `model` to INT8 or INT4 **in place** and return it; embeddings, norms, head keep their dtype."
+    ("Quantize the decoder layers' linear weights of `model` to INT8 or INT4 **in place** and return it;"
+     " embeddings, norms, head keep their dtype.")
     check_supported(model)
     if method not in QUANT_METHODS:
         raise ValueError(f"Unknown quantization method {method!r}; choose from {', '.join(QUANT_METHODS)}.")
