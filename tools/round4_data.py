@@ -52,18 +52,19 @@ def answer():
         n = sum(len(r["input_ids"]) - r["n_prompt"] for r in rows)
         print(f"{s + len(convs)} convs, {len(rows)} rows, {n} answer tokens, {time.time() - t0:.0f} s", flush=True)
 
-def merge(n_replay:int):
+def merge(n_replay:int, folder=DIR, name:str="round4.npz"):
+    "`folder/name`: the first `n_replay` conversations of the shipped cache's order, then `folder/extra.npz`'s."
     from safetensors import safe_open
     from flashspec.distill import WEIGHTS
     from flashspec.eagle import EAGLE_WEIGHTS, capped_rows, last_rows
-    kd, ex = np.load(KD), np.load(DIR/"extra.npz")
+    kd, ex = np.load(KD), np.load(folder/"extra.npz")
     order = capped_rows(KD, POOL, {"gsm8k_train": 700, "mtbench101": 600})   # the shipped cache's rows, in order
     with safe_open(str(WEIGHTS/EAGLE_WEIGHTS), "pt") as f: held = set(json.loads(f.metadata()["held_out"]))
     replay = [r for i, r in enumerate(order) if i not in held][:n_replay]
     parts = [(kd, np.asarray(replay)), (ex, last_rows(ex["offsets"], ex["conv"]))]
     toks = [d["tokens"][d["offsets"][r]:d["offsets"][r + 1]] for d, rows in parts for r in rows]
     cols = {k: np.concatenate([d[k][rows] for d, rows in parts]) for k in ("n_prompt", "turn", "conv")}
-    save_rows(DIR/"round4.npz", toks, **cols)
+    save_rows(folder/name, toks, **cols)
     print(f"replay {len(replay)} conversations, new {len(parts[1][1])}, {sum(map(len, toks))} tokens")
 
 if __name__ == "__main__":
