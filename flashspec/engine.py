@@ -220,17 +220,13 @@ def greedy_accept(ti:TreeInputs, tokens:torch.Tensor, # (N,) node tokens on the 
     return _accept_rows(ti.mask[None], ti.depth[None], ti.parent[None], ti.real[None], tokens[None], logits[None])[0]
 
 # %% ../nbs/05a_engine.ipynb #a1b2c3d5
-def greedy_accept_batch(tb:TreeBatch, # the round's padded trees (their masks, depths and validity)
+def greedy_accept_batch(tb:TreeBatch, # the round's padded trees (masks, depths, parents, validity)
                         tokens:torch.Tensor, # (B, N) node tokens on the device, root first
                         logits:torch.Tensor, # (B, N, V) target logits at every node
                        ) -> list[tuple[list[int], int]]:
     "`greedy_accept` for every row of a tree batch: `[(path, bonus)]` per row, one copy to the host in all."
     dev = tokens.device
-    mask, depth, valid = tb.mask.to(dev), tb.depth.to(dev), tb.valid.to(dev)  # (B,N,N), (B,N), (B,N)
-    up = mask & (depth[:, None, :] == depth[:, :, None] - 1)              # (B, N, N): j is i's parent
-    ar = torch.arange(tokens.shape[1], device=dev)
-    parent = torch.where(up.any(-1), up.to(torch.uint8).argmax(-1), ar)   # (B, N); root, padding: themselves
-    return _accept_rows(mask, depth, parent, valid, tokens, logits)
+    return _accept_rows(tb.mask.to(dev), tb.depth.to(dev), tb.parent.to(dev), tb.valid.to(dev), tokens, logits)
 
 # %% ../nbs/05a_engine.ipynb #a849b76f
 class HFForward:

@@ -96,6 +96,7 @@ class TreeBatch:
     mask:torch.Tensor # (B, n_max, n_max) bool ancestor-or-self mask; padding rows: diagonal only
     depth:torch.Tensor # (B, n_max) = mask.sum(-1) - 1 (0 for padding)
     retrieve:torch.Tensor # (B, L_max, D_max) root->leaf node indices, -1 padded
+    parent:torch.Tensor # (B, n_max) each node's parent index; the root and padding point at themselves
 
 def batch_trees(trees:list, # compiled `Tree`s, one per row
                 tokens:list, # (n_nodes,) token tensors, one per row, level order, root first
@@ -112,11 +113,13 @@ def batch_trees(trees:list, # compiled `Tree`s, one per row
     valid = torch.zeros(B, n_max, dtype=torch.bool)
     mask = torch.eye(n_max, dtype=torch.bool).repeat(B, 1, 1)  # padding sees only itself
     ret = torch.full((B, L, D), -1, dtype=torch.long)
+    parent = torch.arange(n_max).repeat(B, 1)                  # padding: itself
     for b, (t, x) in enumerate(zip(trees, tokens)):
         n = t.n_nodes
         tok[b, :n] = torch.as_tensor(x); valid[b, :n] = True; mask[b, :n, :n] = t.mask
         ret[b, :len(t.retrieve), :t.retrieve.shape[1]] = t.retrieve
-    return TreeBatch(list(trees), tok, valid, mask, mask.sum(-1) - 1, ret)
+        parent[b, 1:n] = t.parent[1:]                             # the root (node 0) keeps 0
+    return TreeBatch(list(trees), tok, valid, mask, mask.sum(-1) - 1, ret, parent)
 
 # %% ../nbs/03_tree.ipynb #62431b46
 def tree_bias(prefix_len:torch.Tensor, # (B,) committed tokens per row
