@@ -15,7 +15,7 @@ from .load import load_models, adaptive_config, store_drafter, merge_gate
 from .tree import TreeConfig
 from .verify import Sampling
 from .decode import generate, Drafter, ModelDrafter, MergedDrafter, PromptLookupDrafter, DecodeStats
-from .kvcache import StaticKVCache
+from .kvcache import StaticKVCache, bucket_slots
 from .adaptive import AdaptiveConfig, AdaptiveDrafter
 from .batch import monitor, monitor_html
 
@@ -40,6 +40,7 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int, sam
                pad_nodes:dict|None=None, # flashspec's tree sizes padded to measured cheaper ones (see `generate`)
                store:Drafter|None=None, # merged into flashspec-merged's trees as well (`--answer-store`)
                gate:dict|None=None, # flashspec-merged's gate (`merge_gate`: the cost model's costs); None: merge whole
+               cache_len:int|None=None, # hf-static on CUDA: its cache's slots at least (one compiled graph for a run)
               ) -> tuple[list[int], DecodeStats|None, float]:
     "Decode `ids` with one method; returns `(new tokens, DecodeStats or None, seconds)`."
     if method not in METHODS: raise ValueError(f"Unknown method {method!r}; choose from {', '.join(METHODS)}.")
@@ -56,7 +57,10 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int, sam
         kw = _hf_kwargs(sampling, max_new_tokens, target)
         if method == "hf-assisted": kw["assistant_model"] = draft
         if method == "hf-lookup": kw["prompt_lookup_num_tokens"] = tree.depth or 4
-        if method == "hf-static": kw["cache_implementation"] = "static"  # compiled by Hugging Face on CUDA
+        if method == "hf-static":  # compiled by Hugging Face on CUDA, once per cache size
+            kw["cache_implementation"] = "static"
+            if target.device.type == "cuda":  # sized for the run (Hugging Face keeps the largest seen): no recompiles
+                kw["max_cache_len"] = max(bucket_slots(len(ids) + max_new_tokens), cache_len or 0)
         with torch.no_grad(): out = target.generate(torch.tensor([ids], device=target.device), **kw)[0, len(ids):].tolist()
         st = None
     else:
@@ -151,9 +155,12 @@ def bench(target, tokenizer, draft, prompts:list[dict], # Spec-Bench records (`t
         atomic_write(journal, lambda tmp: Path(tmp).write_text(_jsonl([dict(journal=config)] + records)))
     done = {r["question_id"] for r in records}
     warm = encode_chat(tokenizer, "Hi")
+    # hf-static's one cache size: the longest first turn and its answer (a longer later turn grows it once more)
+    first = max(len(encode_chat(tokenizer, q["turns"][:1], max_tokens=max_prompt_tokens)) for q in prompts)
     kw = dict(min_prob=min_prob, engine=engine, compile=compile, adaptive=adaptive, pad_nodes=pad_nodes, store=store,
-              gate=gate)
-    for m in methods: run_method(m, target, draft, warm, 8, sampling, tree, **kw)  # warm-up (compiles, if asked)
+              gate=gate, cache_len=bucket_slots(first + max_new_tokens))
+    first_call = {}  # s of each method's warm-up call: where a method compiles, the compile is in it
+    for m in methods: first_call[m] = run_method(m, target, draft, warm, 8, sampling, tree, **kw)[2]
     n_answers = sum(len(q["turns"]) for q in prompts) * len(methods)
     bar = tqdm(total=n_answers, initial=len(records), desc="bench", disable=not progress, file=sys.stderr)
     for qi, q in enumerate(prompts):
@@ -182,7 +189,7 @@ def bench(target, tokenizer, draft, prompts:list[dict], # Spec-Bench records (`t
     bar.close()
     order = {q["question_id"]: i for i, q in enumerate(prompts)}  # resumed or not, records in the prompts' order
     records.sort(key=lambda r: order[r["question_id"]])
-    return summarize(records, methods, sampling, meta)
+    return summarize(records, methods, sampling, dict(meta or {}, first_call_s=first_call))
 
 # %% ../nbs/08_bench.ipynb #9dd79c4c
 def _agg(recs, hf_tps, hf_out, greedy):
@@ -365,6 +372,8 @@ def cmd_bench(args):
     atomic_write(args.out, lambda tmp: Path(tmp).write_text(json.dumps(res, indent=1)))
     journal.unlink()
     print(meta["label"]); print(table(res))
+    print("first call of each method (a warm-up; compiles where compiled): "
+          + ", ".join(f"{m} {s:.1f} s" for m, s in res["meta"]["first_call_s"].items()))
     for m in [x for x in ("flashspec", "flashspec-merged") if x in args.methods] or [args.methods[-1]]:
         print(); print(category_table(res, m))
     if args.plot: plot(res, path=args.plot)

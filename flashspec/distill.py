@@ -334,15 +334,19 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
                 vocab=None, # a vocabulary subset saved with the weights (see `frequent_tokens`)
                 progress:bool=True, on_step=None, # called as on_step(step, loss_dict) after each step
                 step_fn=None, # `step_fn(model, rows, device) -> (loss, parts)` for other designs (default: the slice's loss)
+                time_limit:float|None=None, # seconds: stop after the step that reaches it and save (the LR follows `steps`)
                ) -> list[dict]:
-    "Train the draft's trainable parameters with accelerate; returns the log (one dict per step, resumed ones included)."
+    ("Train the draft's trainable parameters with accelerate, on the device the draft is on; returns the log (one dict"
+     " per step, resumed ones included).")
     from accelerate import Accelerator
     from tqdm.auto import tqdm
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     from accelerate.state import AcceleratorState
-    if AcceleratorState._shared_state and AcceleratorState().mixed_precision != mixed_precision:
-        AcceleratorState._reset_state()  # one process, a second run with another precision (e.g. in a notebook)
-    acc = Accelerator(mixed_precision=mixed_precision, cpu=not torch.cuda.is_available())
+    cpu = next(draft.parameters()).device.type != "cuda"  # train where the draft (and the target it reads) lives
+    if AcceleratorState._shared_state and (AcceleratorState().mixed_precision != mixed_precision
+                                           or (AcceleratorState().device.type != "cuda") != cpu):
+        AcceleratorState._reset_state()  # one process, a second run with another precision or device (a notebook)
+    acc = Accelerator(mixed_precision=mixed_precision, cpu=cpu)
     names = _trainable_names(draft)
     params = [p for n, p in draft.named_parameters() if p.requires_grad]
     if {id(p) for p in params} != {id(p) for p in trainable_parameters(draft)}:
@@ -367,6 +371,7 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
             atomic_write(ck, lambda tmp: torch.save(state, tmp))
         acc.wait_for_everyone()
     model.train()
+    t0, done = time.time(), steps  # `done`: the steps the saved weights have, fewer if the time limit stops the run
     bar = tqdm(total=steps, initial=start, desc="distill", disable=not (progress and acc.is_main_process))
     for step in range(start, steps):
         epoch, k = divmod(step, per_epoch)
@@ -383,14 +388,17 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
         rec = dict(step=step + 1, loss=float(loss.detach()), lr=sched.get_last_lr()[0], **parts)
         log.append(rec)
         bar.update(1); bar.set_postfix(loss=f"{rec['loss']:.3f}", ce=f"{parts['ce']:.3f}", kl=f"{parts['kl']:.3f}")
-        if (step + 1) % ckpt_every == 0 or step + 1 == steps: save(step + 1)
+        late = time_limit is not None and time.time() - t0 >= time_limit
+        if (step + 1) % ckpt_every == 0 or step + 1 == steps or late: save(step + 1)
         if on_step is not None: on_step(step + 1, rec)
+        if late and step + 1 < steps:
+            done = step + 1; print(f"time limit reached: stopped after step {done} of {steps}"); break
     bar.close()
     model.eval()
     if acc.is_main_process:
         save_draft_weights(raw, out/"draft.safetensors",
                            dict(meta or {}, n_layers=raw.config.num_hidden_layers, trainable=json.dumps(names),
-                                steps=steps, batch_size=batch_size, lr=lr, w_ce=w_ce, w_kd=w_kd, T=T, seed=seed),
+                                steps=done, planned_steps=steps, batch_size=batch_size, lr=lr, w_ce=w_ce, w_kd=w_kd, T=T, seed=seed),
                            vocab=vocab)
     return log
 
@@ -447,9 +455,12 @@ def _data_args(p):
     p.add_argument("--text-prompts", type=int, default=0,
                    help="also teacher-force this many further pool conversations (existing text): OUT/text")
     p.add_argument("--data-dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--device", default="cpu", help="where the target runs (generation, features) and the draft trains: "
+                   "cpu, cuda, cuda:1, ...")
 
 def cmd_distill_data(args):
-    target, tok = load_target(args.target, dtype=args.data_dtype)
+    "`flashspec distill-data`: the target answers the pool on `--device` (and teacher-forces `--text-prompts` more)."
+    target, tok = load_target(args.target, dtype=args.data_dtype, device=args.device)
     t0 = time.time()
     ds = make_distill_data(target, tok, Path(args.out)/"answers", args.prompts, args.n_prompts,
                            args.max_prompt_tokens, args.max_new_tokens, args.topk, args.shard_size, args.batch_size)
@@ -467,6 +478,12 @@ def load_kd_data(folders:list) -> "datasets.Dataset":
     "Concatenate the `data` sets under the given folders (`answers`, `text`, or any `make_*_data` output)."
     from datasets import concatenate_datasets, load_from_disk
     return concatenate_datasets([load_from_disk(str(Path(f)/"data")) for f in folders])
+
+def _seconds(minutes:float|None) -> float|None:
+    "`--time-limit` minutes as seconds (None: no limit); a limit must be positive."
+    if minutes is None: return None
+    if minutes <= 0: raise ValueError(f"--time-limit takes positive minutes, not {minutes}.")
+    return 60 * minutes
 
 def _caps(items:list|None) -> dict:
     "`--cap SOURCE=N` arguments as {source: N}."
@@ -499,10 +516,12 @@ def cmd_distill_features(args):
     if not (feats/"progress.json").exists() or FeatureData(feats).meta["rows"] > len(FeatureData(feats)):
         caps = _caps(args.cap)
         rows = capped_rows(kd, args.prompts or data_dir()/DISTILL, caps) if caps else None  # None: every conversation
-        t16, tok = load_target(args.target, dtype="bfloat16")  # features and top-k from a bf16 pass (3x faster here)
+        # features and top-k from a bf16 pass (3x faster on the CPU), on --device
+        t16, tok = load_target(args.target, dtype="bfloat16", device=args.device)
         extract_features(t16, tok, kd, feats, rows=rows, k=args.topk_features)
         del t16
-    target, tok = load_target(args.target, dtype="float32")
+    if getattr(args, "features_only", False): print(f"feature cache ready: {feats}"); return 0
+    target, tok = load_target(args.target, dtype="float32", device=args.device)  # the draft trains where it lives
     data = FeatureData(feats)
     train, held = data.split(args.held_out) if args.held_out else (data, None)
     if args.init: _check_held_out(args.init, held)
@@ -511,9 +530,10 @@ def cmd_distill_features(args):
     argv = getattr(args, "argv", None) or sys.argv[1:]
     common = dict(steps=args.steps, batch_size=args.train_batch_size, lr=args.lr, warmup=args.warmup, w_ce=args.w_ce,
                   w_kd=args.w_kd, T=args.T, vocab=vocab, mixed_precision=args.mixed_precision, seed=args.seed,
-                  ckpt_every=args.ckpt_every, meta=dict(command=" ".join(["flashspec"] + list(argv)),
-                                                        held_out=json.dumps(held.rows.tolist()) if held is not None else "",
-                                                        held_out_sha=held.tokens_sha() if held is not None else ""))
+                  ckpt_every=args.ckpt_every, time_limit=_seconds(args.time_limit),
+                  meta=dict(command=" ".join(["flashspec"] + list(argv)),
+                            held_out=json.dumps(held.rows.tolist()) if held is not None else "",
+                            held_out_sha=held.tokens_sha() if held is not None else ""))
     if args.design == "eagle3":
         _, log = train_feature_drafter(target, train, args.out, ttt_steps=args.ttt_steps, step_decay=args.step_decay,
                                        w_feat=args.w_feat, init=args.init, **common)
@@ -534,7 +554,7 @@ def cmd_distill(args):
         cmd_distill_data(args)
         if args.text_prompts: data.append(Path(args.out)/"text")
     ds = load_kd_data(data)
-    target, tok = load_target(args.target, dtype="float32")  # fp32 master weights; bf16 autocast if asked
+    target, tok = load_target(args.target, dtype="float32", device=args.device)  # fp32 masters; bf16 autocast if asked
     before = param_hashes(target)
     draft = make_draft(target, args.design, args.layers)
     argv = getattr(args, "argv", None) or sys.argv[1:]
@@ -543,7 +563,8 @@ def cmd_distill(args):
     vocab = frequent_tokens(ds, args.draft_vocab, always=sorted(_eos_ids(target))) if args.draft_vocab else None
     log = train_draft(draft, ds, args.out, steps=args.steps, batch_size=args.train_batch_size, lr=args.lr,
                 warmup=args.warmup, w_ce=args.w_ce, w_kd=args.w_kd, T=args.T, ckpt_every=args.ckpt_every,
-                seed=args.seed, mixed_precision=args.mixed_precision, meta=meta, vocab=vocab)
+                seed=args.seed, mixed_precision=args.mixed_precision, meta=meta, vocab=vocab,
+                time_limit=_seconds(args.time_limit))
     if param_hashes(target) != before: raise RuntimeError("Training changed the target's parameters.")
     (Path(args.out)/"log.json").write_text(json.dumps(log))
     k = max(1, len(log) // 10)
@@ -571,6 +592,8 @@ def add_cli(subparsers):
     p.add_argument("--w-kd", type=float, default=1.0)
     p.add_argument("--T", type=float, default=1.0)
     p.add_argument("--ckpt-every", type=int, default=100)
+    p.add_argument("--time-limit", type=float, help="minutes: stop training after the step that reaches it and save the "
+                   "draft (the learning-rate schedule still follows --steps; rerunning resumes)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--mixed-precision", default="bf16", choices=["no", "bf16"])
     p.add_argument("--draft-vocab", type=int, default=0,
@@ -590,6 +613,7 @@ def add_cli(subparsers):
     g.add_argument("--cap", action="append", metavar="SOURCE=N",
                    help="making the cache: at most N conversations of a source of the pool (repeatable), drawn in a "
                         "fixed shuffled order; default: every conversation, in file order")
+    g.add_argument("--features-only", action="store_true", help="make the feature cache, then stop (no training)")
     g.add_argument("--init", help="a feature drafter's .safetensors to start from (fine-tune; its vocabulary is kept)")
     p.set_defaults(fn=cmd_distill)
 

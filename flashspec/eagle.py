@@ -442,6 +442,7 @@ def train_feature_drafter(target, data:FeatureData, out:str|Path, # folder for c
                           mixed_precision:str="bf16", seed:int=0, progress:bool=True, on_step=None, meta:dict|None=None,
                           ckpt_every:int=100, # steps between checkpoints (a killed run resumes from the last)
                           init:str|Path|None=None, # a saved feature drafter to fine-tune; its vocabulary is kept
+                          time_limit:float|None=None, # seconds: stop early and save (see `train_draft`)
                          ) -> tuple[FeatureDraft, list[dict]]:
     "Train a `FeatureDraft` for `target` on a feature cache; resumes from `out`. Returns `(draft, log)`."
     from flashspec.distill import train_draft, target_fingerprint
@@ -468,7 +469,7 @@ def train_feature_drafter(target, data:FeatureData, out:str|Path, # folder for c
     log = train_draft(fd, data, out, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, w_ce=w_ce, w_kd=w_kd, T=T,
                       seed=seed, mixed_precision=mixed_precision, meta=meta,
                       vocab=None if vocab is None and init is None else fd.vocab,
-                      ckpt_every=ckpt_every,
+                      ckpt_every=ckpt_every, time_limit=time_limit,
                       progress=progress, on_step=on_step, step_fn=step_fn)
     if param_hashes(target) != before: raise RuntimeError("Training changed the target's parameters.")
     return fd.eval(), log
@@ -525,7 +526,9 @@ def train_slice_on_features(target, data:FeatureData, out:str|Path, # folder for
                             w_ce:float=1.0, w_kd:float=1.0, T:float=1.0,
                             vocab=None, # token ids the draft proposes from (see `cache_vocab`); None = all
                             mixed_precision:str="bf16", seed:int=0, progress:bool=True, on_step=None,
-                            meta:dict|None=None, ckpt_every:int=100) -> tuple[nn.Module, list[dict]]:
+                            meta:dict|None=None, ckpt_every:int=100,
+                            time_limit:float|None=None, # seconds: stop early and save (see `train_draft`)
+                           ) -> tuple[nn.Module, list[dict]]:
     "Train a sliced draft on a feature cache's rows (tokens and top-k only); resumes from `out`. Returns `(draft, log)`."
     from flashspec.distill import train_draft, make_draft, step_loss, target_fingerprint
     torch.manual_seed(seed)
@@ -537,7 +540,7 @@ def train_slice_on_features(target, data:FeatureData, out:str|Path, # folder for
                 cache=str(data.folder), rows=len(data))
     log = train_draft(draft, data, out, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, w_ce=w_ce, w_kd=w_kd,
                       T=T, seed=seed, mixed_precision=mixed_precision, meta=meta, vocab=vocab, ckpt_every=ckpt_every,
-                      progress=progress, on_step=on_step, step_fn=step_fn)
+                      time_limit=time_limit, progress=progress, on_step=on_step, step_fn=step_fn)
     if param_hashes(target) != before: raise RuntimeError("Training changed the target's parameters.")
     if vocab is not None: draft.draft_vocab = torch.as_tensor(vocab, dtype=torch.long).unique()
     return draft.eval(), log

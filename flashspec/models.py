@@ -126,6 +126,8 @@ def load_target(path:str|Path|None=None, # local HF checkpoint dir; None = the e
                ):
     "Load a target causal LM and its tokenizer, in eval mode, with gradients off. Returns `(model, tokenizer)`."
     if isinstance(dtype, str): dtype = getattr(torch, dtype)
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available():  # before a long conversion or load
+        raise ValueError(f"--device {device}: no CUDA device here.")
     if path is None: path = embedded_model_dir()
     path = Path(path).expanduser()
     if not path.exists(): raise FileNotFoundError(f"No model at {path} (flashspec loads local checkpoints only).")
