@@ -334,7 +334,7 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
                 vocab=None, # a vocabulary subset saved with the weights (see `frequent_tokens`)
                 progress:bool=True, on_step=None, # called as on_step(step, loss_dict) after each step
                 step_fn=None, # `step_fn(model, rows, device) -> (loss, parts)` for other designs (default: the slice's loss)
-                time_limit:float|None=None, # seconds: stop after the step that reaches it and save (the LR follows `steps`)
+                time_limit:float|None=None, # seconds: the LR anneals by then; stop after the step reaching it, save
                ) -> list[dict]:
     ("Train the draft's trainable parameters with accelerate, on the device the draft is on; returns the log (one dict"
      " per step, resumed ones included).")
@@ -352,7 +352,10 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
     if {id(p) for p in params} != {id(p) for p in trainable_parameters(draft)}:
         raise ValueError("A trainable parameter is tied to another one; untie or freeze it.")
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(steps, warmup))
+    # with a time limit the schedule is at the later of the step and the clock (the share of the time limit used,
+    # as a step of `steps`): the learning rate reaches zero by the limit however many steps fit before it
+    base, clock = _lr_lambda(steps, warmup), [0]
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: base(max(s, clock[0])))
     start, ck, log = 0, out/"checkpoint.pt", []
     if ck.exists():
         st = torch.load(ck, weights_only=False)
@@ -360,6 +363,7 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
         with torch.no_grad():
             for n, p in zip(names, params): p.copy_(st["weights"][n])
         opt.load_state_dict(st["opt"]); sched.load_state_dict(st["sched"]); start, log = st["step"], st["log"]
+        for g, lr0 in zip(opt.param_groups, sched.base_lrs): g["lr"] = lr0 * base(start)  # this run's clock: anew
     model, opt = acc.prepare(draft, opt)
     raw = acc.unwrap_model(model)
     n = len(data)
@@ -371,7 +375,7 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
             atomic_write(ck, lambda tmp: torch.save(state, tmp))
         acc.wait_for_everyone()
     model.train()
-    t0, done = time.time(), steps  # `done`: the steps the saved weights have, fewer if the time limit stops the run
+    t0, done = time.time(), steps  # `done`: the steps the saved weights have, fewer if the time limit stops it
     bar = tqdm(total=steps, initial=start, desc="distill", disable=not (progress and acc.is_main_process))
     for step in range(start, steps):
         epoch, k = divmod(step, per_epoch)
@@ -384,6 +388,8 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
                 batch = {kk: v.to(acc.device) for kk, v in collate([data[i] for i in mine]).items()}
                 loss, parts = step_loss(raw, batch, target, w_ce, w_kd, T, parts=True)
         acc.backward(loss)
+        if time_limit is not None:  # the planned step the clock has reached
+            clock[0] = steps if time_limit <= 0 else int(steps * min(1.0, (time.time() - t0) / time_limit))
         opt.step(); sched.step(); opt.zero_grad(set_to_none=True)
         rec = dict(step=step + 1, loss=float(loss.detach()), lr=sched.get_last_lr()[0], **parts)
         log.append(rec)
@@ -398,7 +404,8 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
     if acc.is_main_process:
         save_draft_weights(raw, out/"draft.safetensors",
                            dict(meta or {}, n_layers=raw.config.num_hidden_layers, trainable=json.dumps(names),
-                                steps=done, planned_steps=steps, batch_size=batch_size, lr=lr, w_ce=w_ce, w_kd=w_kd, T=T, seed=seed),
+                                steps=done, planned_steps=steps, batch_size=batch_size, lr=lr, w_ce=w_ce, w_kd=w_kd,
+                                T=T, seed=seed),
                            vocab=vocab)
     return log
 
@@ -592,8 +599,8 @@ def add_cli(subparsers):
     p.add_argument("--w-kd", type=float, default=1.0)
     p.add_argument("--T", type=float, default=1.0)
     p.add_argument("--ckpt-every", type=int, default=100)
-    p.add_argument("--time-limit", type=float, help="minutes: stop training after the step that reaches it and save the "
-                   "draft (the learning-rate schedule still follows --steps; rerunning resumes)")
+    p.add_argument("--time-limit", type=float, help="minutes: the learning rate anneals by then (or by --steps, if "
+                   "sooner); training stops after the step that reaches it and saves the draft; rerunning resumes")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--mixed-precision", default="bf16", choices=["no", "bf16"])
     p.add_argument("--draft-vocab", type=int, default=0,

@@ -9,8 +9,9 @@ log and whatever it wrote, and the next phase starts). Rehearse it on the CPU fi
 Phases (`--phases`, in this order by default):
   bench-bf16   issue 12: hf, hf-static, ar, flashspec, flashspec-merged in bf16, the cost model's tree
   train        issue 11: features of the target's own answers on the GPU, the feature drafter fine-tuned
-               from the shipped weights (or trained afresh) under a time limit, its teacher-forced acceptance
-               table stored in the weights; bring `train/draft.safetensors` back and measure it at home
+               from the shipped weights (or trained afresh) until a time limit (by which the learning rate has
+               annealed: `distill --time-limit`), its teacher-forced acceptance table stored in the weights;
+               bring `train/draft.safetensors` back and measure it at home
   batch        issue 14: 16 requests at batch 8 and 16 in bf16: Hugging Face's batched `generate` with its
                static cache (left-padded) against flashspec's plain batched decoding, the cost model's tree and
                per-request budgets (`generate_batch`); tokens/s, and outputs compared with Hugging Face's
@@ -20,12 +21,13 @@ Phases (`--phases`, in this order by default):
 On the GPU machine, from the project root (after the three copy runs):
   . .dev/env.sh && python3 tools/gpu_session.py --out $OUT --budget 540
 A phase that does not finish in its share leaves what it wrote (bench: its journal, one line per answer;
-train: its checkpoints are removed, so only a saved draft comes back). To give the training the whole run:
+train: the draft, saved when its time limit stops it, and its log; checkpoints are removed once a draft exists).
+To give the training the whole run:
   . .dev/env.sh && python3 tools/gpu_session.py --out $OUT --budget 540 --phases train
 Rehearsal here (a few minutes):
   .venv/bin/python tools/gpu_session.py --device cpu --tiny --out /tmp/gpu-rehearsal
 """
-import argparse, json, os, subprocess, sys, time
+import argparse, json, subprocess, sys, time
 from pathlib import Path
 
 PHASES = ("bench-bf16", "train", "batch", "bench-fp32", "bench-compiled")
@@ -160,7 +162,8 @@ def main(argv=None):
                     help="Spec-Bench questions per bench phase (taken round-robin over the categories)")
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--features", default="/tmp/fs-features", help="feature cache folder (large: about 3.5 KB a token)")
-    ap.add_argument("--steps", type=int, default=4000, help="training steps planned (the time limit may stop sooner)")
+    ap.add_argument("--steps", type=int, default=20000,
+                    help="training steps at most (the time limit stops it first on a GPU; the rate anneals by then)")
     ap.add_argument("--batch", type=int, default=32, help="training batch (conversations)")
     ap.add_argument("--lr", type=float, default=5e-4)
     ap.add_argument("--fresh", action="store_true", help="train a new drafter instead of fine-tuning the shipped one")
