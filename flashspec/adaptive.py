@@ -20,48 +20,70 @@ class AdaptiveConfig:
     "How an `AdaptiveDrafter` grows its trees and moves its threshold (see the notebook's prose)."
     min_draft_length:int=1 # the draft's best chain is always at least this deep
     max_draft_length:int=8 # no node deeper than this
-    confidence_threshold:float=0.6 # τ at the start of every request: a node is drafted where its path probability clears τ
-    acceptance_window:int=4 # the threshold reads the acceptance of the request's last this-many rounds
-    adaptive_enabled:bool=True # move τ with that acceptance (False: τ stays at `confidence_threshold`)
+    # τ at the start of every request: a node is drafted where its path probability clears τ
+    confidence_threshold:float=0.6
+    # the threshold reads the acceptance of the request's last this-many rounds
+    acceptance_window:int=4
+    # move τ with that acceptance (False: τ stays at `confidence_threshold`)
+    adaptive_enabled:bool=True
     threshold_step:float=0.05 # how far τ moves in one round
     max_width:int=4 # children of one node at most
     max_nodes:int=32 # nodes of one tree at most, root included: sizes the static caches
-    dynamic_length:bool=True # the best chain stops where its path probability falls below τ (else: max_draft_length)
-    dynamic_width:bool=True # a node gets the children that clear τ (else: the backbone gets max_width, others none)
-    marginal_acceptance:float=0.3 # how often the deepest drafted token must be accepted to pay for itself (see below)
+    # the best chain stops where its path probability falls below τ (else: max_draft_length)
+    dynamic_length:bool=True
+    # a node gets the children that clear τ (else: the backbone gets max_width, others none)
+    dynamic_width:bool=True
+    # how often the deepest drafted token must be accepted to pay for itself (see below)
+    marginal_acceptance:float=0.3
     min_threshold:float=0.05 # τ stays within [min_threshold, max_threshold]
     max_threshold:float=0.95
 
     def __post_init__(self):
         f = self
-        if f.min_draft_length < 1: raise ValueError(f"min_draft_length must be >= 1, got {f.min_draft_length}.")
+        if f.min_draft_length < 1:
+            raise ValueError(f"min_draft_length must be >= 1, got {f.min_draft_length}.")
         if f.max_draft_length < f.min_draft_length:
-            raise ValueError(f"max_draft_length ({f.max_draft_length}) must be >= min_draft_length ({f.min_draft_length}).")
+            raise ValueError(
+                f"max_draft_length ({f.max_draft_length}) must be >= min_draft_length"
+                f" ({f.min_draft_length})."
+            )
         if f.max_width < 1: raise ValueError(f"max_width must be >= 1, got {f.max_width}.")
-        if f.acceptance_window < 1: raise ValueError(f"acceptance_window must be >= 1, got {f.acceptance_window}.")
+        if f.acceptance_window < 1:
+            raise ValueError(f"acceptance_window must be >= 1, got {f.acceptance_window}.")
         if not 0 < f.min_threshold <= f.max_threshold < 1:
-            raise ValueError(f"Need 0 < min_threshold <= max_threshold < 1, got {f.min_threshold}, {f.max_threshold}.")
+            raise ValueError(
+                f"Need 0 < min_threshold <= max_threshold < 1, got {f.min_threshold},"
+                f" {f.max_threshold}."
+            )
         if not f.min_threshold <= f.confidence_threshold <= f.max_threshold:
-            raise ValueError(f"confidence_threshold must be in [{f.min_threshold}, {f.max_threshold}], "
-                             f"got {f.confidence_threshold}.")
-        if not 0 < f.threshold_step < 1: raise ValueError(f"threshold_step must be in (0, 1), got {f.threshold_step}.")
+            raise ValueError(
+                f"confidence_threshold must be in [{f.min_threshold}, {f.max_threshold}], "
+                f"got {f.confidence_threshold}."
+            )
+        if not 0 < f.threshold_step < 1:
+            raise ValueError(f"threshold_step must be in (0, 1), got {f.threshold_step}.")
         if not 0 < f.marginal_acceptance < 1:
             raise ValueError(f"marginal_acceptance must be in (0, 1), got {f.marginal_acceptance}.")
-        chain = f.min_draft_length if f.dynamic_length else f.max_draft_length  # the backbone always drafted
+        # the backbone always drafted
+        chain = f.min_draft_length if f.dynamic_length else f.max_draft_length
         if f.max_nodes < chain + 1:
-            raise ValueError(f"max_nodes ({f.max_nodes}) cannot hold the root and a chain of {chain} tokens.")
+            raise ValueError(
+                f"max_nodes ({f.max_nodes}) cannot hold the root and a chain of {chain} tokens."
+            )
 
 # %% ../nbs/07c_adaptive.ipynb #90ba8f1f
 def chain_expected(r:float, # per-token acceptance probability
                    K:float, # drafted tokens
                   ) -> float:
-    "E = r(1 - r^K)/(1 - r): expected accepted tokens of a K-token chain whose tokens are accepted with probability r."
+    """E = r(1 - r^K)/(1 - r): expected accepted tokens of a K-token chain whose tokens are accepted
+    with probability r."""
     return float(K) if r >= 1 else r * (1 - r ** K) / (1 - r)
 
 def chain_rate(a:float, # accepted / drafted tokens, in [0, 1]
                K:float, # the chain's depth (a window's mean depth may be fractional)
               ) -> float:
-    "The per-token acceptance r at which a K-token chain accepts the fraction `a` of its tokens: E(r, K) / K = a."
+    """The per-token acceptance r at which a K-token chain accepts the fraction `a` of its tokens:
+    E(r, K) / K = a."""
     if a <= 0: return 0.0
     if a >= 1: return 1.0
     lo, hi = 0.0, 1.0
@@ -73,74 +95,111 @@ def chain_rate(a:float, # accepted / drafted tokens, in [0, 1]
 
 # %% ../nbs/07c_adaptive.ipynb #22ec7bda
 def _use_tree(dr:TreeDrafter, tree, prefix:int):
-    "Point `dr` at `tree`: its structure, and its attention-bias rows (positions too, if kept) after `prefix` slots."
+    """Point `dr` at `tree`: its structure, and its attention-bias rows (positions too, if kept)
+    after `prefix` slots."""
     dr.tree = tree
-    bias, pos = tree_bias(torch.tensor([prefix]), batch_trees([tree], [torch.zeros(tree.n_nodes, dtype=torch.long)]),
-                          prefix, dr._bias.shape[-1], dr._bias.dtype)
+    bias, pos = tree_bias(
+        torch.tensor([prefix]),
+        batch_trees([tree], [torch.zeros(tree.n_nodes, dtype=torch.long)]),
+        prefix,
+        dr._bias.shape[-1],
+        dr._bias.dtype,
+    )
     dr._bias = bias.to(dr._bias.device)                                  # (1, 1, N, S)
     if hasattr(dr, "_pos"): dr._pos = pos.to(dr._pos.device)            # (1, N)
 
 class AdaptiveDrafter(Drafter):
-    "Confidence-driven trees from a `TreeDrafter`'s distributions, with a threshold that follows the request's acceptance."
+    """Confidence-driven trees from a `TreeDrafter`'s distributions, with a threshold that follows
+    the request's acceptance."""
     proposal = "without_replacement"
-    def __init__(self, inner:TreeDrafter, # the draft: a `ModelDrafter`, a `FeatureDrafter`, or another `TreeDrafter`
-                 cfg:AdaptiveConfig=AdaptiveConfig()):
+    def __init__(
+        # the draft: a `ModelDrafter`, a `FeatureDrafter`, or another `TreeDrafter`
+        self, inner:TreeDrafter,
+        cfg:AdaptiveConfig=AdaptiveConfig()):
         if not isinstance(inner, TreeDrafter):
             raise ValueError(f"AdaptiveDrafter wraps a TreeDrafter, got {type(inner).__name__}.")
         if inner.vocab is not None and cfg.max_width > len(inner.vocab):
-            raise ValueError(f"max_width ({cfg.max_width}) is more than the draft's {len(inner.vocab)}-token vocabulary.")
+            raise ValueError(
+                f"max_width ({cfg.max_width}) is more than the draft's {len(inner.vocab)}-token"
+                " vocabulary."
+            )
         self.inner, self.cfg = inner, cfg
         self.feature_layers, self.max_nodes = inner.feature_layers, cfg.max_nodes
         self.threshold = cfg.confidence_threshold
-        self.window = deque(maxlen=cfg.acceptance_window)  # (drafted depth, accepted) of the request's last rounds
-        self.history = []  # one dict per round: request, round, threshold used, nodes, drafted, accepted
+        # (drafted depth, accepted) of the request's last rounds
+        self.window = deque(maxlen=cfg.acceptance_window)
+        # one dict per round: request, round, threshold used, nodes, drafted, accepted
+        self.history = []
         self.request, self._round = -1, 0
         self._last = dict(threshold=self.threshold, nodes=1, depth=0)  # what this round's tree was
 
     def start(self, prompt, max_len):
-        "A new request: the drafter's caches sized for `max_nodes`, τ back at `confidence_threshold`, an empty window."
-        self.inner.tree = compile_tree(tuple((0,) * d for d in range(1, self.max_nodes)))  # any max_nodes-node tree:
-        self.inner.start(prompt, max_len)                                                  # caches sized for it
+        """A new request: the drafter's caches sized for `max_nodes`, τ back at
+        `confidence_threshold`, an empty window."""
+        # any max_nodes-node tree:
+        self.inner.tree = compile_tree(tuple((0,) * d for d in range(1, self.max_nodes)))
+        self.inner.start(prompt, max_len)  # caches sized for it
         self.inner.tree = compile_tree(())  # root_logits then builds the root's rows only
         self.inner.max_nodes = self.max_nodes
-        self.threshold, self.request, self._round = self.cfg.confidence_threshold, self.request + 1, 0
+        self.threshold, self.request, self._round = (
+            self.cfg.confidence_threshold,
+            self.request + 1,
+            0,
+        )
         self.window.clear()
 
 # %% ../nbs/07c_adaptive.ipynb #cfff90e6
 def _n_children(cfg:AdaptiveConfig, tau:float,
-                depth:int, backbone:bool, P:float, # the node's depth, whether it is on the best chain, its path probability
-                s:torch.Tensor, # (c,) the draft's probabilities at the node, sorted descending (c <= max_width)
+                # the node's depth, whether it is on the best chain, its path probability
+                depth:int, backbone:bool, P:float,
+                # (c,) the draft's probabilities at the node, sorted descending (c <= max_width)
+                s:torch.Tensor,
                ) -> tuple[int, bool]:
-    "How many children a node gets, and whether its first child is forced (the backbone's minimum length)."
-    forced = backbone and depth < (cfg.min_draft_length if cfg.dynamic_length else cfg.max_draft_length)
-    if cfg.dynamic_width: c = max(int((P * s >= tau).sum()), int(forced))
-    else: c = cfg.max_width if backbone and (forced or P * float(s[0]) >= tau) else 0
+    """How many children a node gets, and whether its first child is forced (the backbone's minimum
+    length)."""
+    forced = backbone and depth < (
+        cfg.min_draft_length if cfg.dynamic_length else cfg.max_draft_length
+    )
+    if cfg.dynamic_width:
+        c = max(int((P * s >= tau).sum()), int(forced))
+    else:
+        c = cfg.max_width if backbone and (forced or P * float(s[0]) >= tau) else 0
     return min(c, len(s)), forced
 
 @torch.no_grad()
 def _propose(self, context, sampling, generator=None, hidden=None):
-    "Grow this round's tree (see above); `Draft.q` holds q at every node that has children (sampling)."
+    """Grow this round's tree (see above); `Draft.q` holds q at every node that has children
+    (sampling)."""
     cfg, dr, tau = self.cfg, self.inner, self.threshold
     self._last = dict(threshold=tau, nodes=1, depth=0)
     root = dr.root_logits(context, hidden)
     if root is None: return Drafter.propose(self, context, sampling, generator, hidden)
     n = len(context)
-    prefix = int((dr._bias[0, 0, 0] == 0).sum()) - 1  # slots the root's row sees before itself (its drafter's layout)
-    paths, toks, P = [()], [int(context[-1])], [1.0]  # per node: index path, token, path probability under the draft
+    # slots the root's row sees before itself (its drafter's layout)
+    prefix = int((dr._bias[0, 0, 0] == 0).sum()) - 1
+    # per node: index path, token, path probability under the draft
+    paths, toks, P = [()], [int(context[-1])], [1.0]
     logits, q = {0: root.float().cpu()}, {}
     level = [0]  # nodes of the current depth whose distributions are known
     for d in range(cfg.max_draft_length):
         cand, dist = [], {}  # cand: (score, u, rank) of every child this level could get
         for u in level:
             du = logits[u].softmax(-1) if sampling.greedy else probs(logits[u], sampling)  # (S,)
-            k = min(cfg.max_width, int((du > 0).sum()))  # top-k / top-p may leave fewer tokens than max_width
+            # top-k / top-p may leave fewer tokens than max_width
+            k = min(cfg.max_width, int((du > 0).sum()))
             s = du.topk(k).values
             c, forced = _n_children(cfg, tau, d, all(x == 0 for x in paths[u]), P[u], s)
-            cand += [(float("inf") if forced and j == 0 else P[u] * float(s[j]), u, j) for j in range(c)]
+            cand += [
+                (float("inf") if forced and j == 0 else P[u] * float(s[j]), u, j) for j in range(c)
+            ]
             dist[u] = du
         chain = cfg.min_draft_length if cfg.dynamic_length else cfg.max_draft_length
-        room = cfg.max_nodes - len(paths) - max(0, chain - d - 1)  # keep room for the backbone still to come
-        take = sorted(sorted(cand, key=lambda x: (-x[0], x[1], x[2]))[:max(room, 0)], key=lambda x: (x[1], x[2]))
+        # keep room for the backbone still to come
+        room = cfg.max_nodes - len(paths) - max(0, chain - d - 1)
+        take = sorted(
+            sorted(cand, key=lambda x: (-x[0], x[1], x[2]))[: max(room, 0)],
+            key=lambda x: (x[1], x[2]),
+        )
         if not take: break
         n_kids = {}
         for _, u, j in take: n_kids[u] = j + 1  # a prefix of u's ranks: scores fall with the rank
@@ -150,22 +209,30 @@ def _propose(self, context, sampling, generator=None, hidden=None):
             else:
                 pick = torch.multinomial(dist[u], c, replacement=False, generator=generator)
                 q[u] = dist[u]
-            for j, (x, t) in enumerate(zip(pick.tolist(), dr._tokens(pick).tolist())):  # head index, token id
+            # head index, token id
+            for j, (x, t) in enumerate(zip(pick.tolist(), dr._tokens(pick).tolist())):
                 paths.append(paths[u] + (j,)); toks.append(t); P.append(P[u] * float(dist[u][x]))
                 new.append(len(paths) - 1)
         if d + 1 == cfg.max_draft_length: break
-        # the next level's nodes that can have children (s = 1: the most a child's probability can be) get a forward
+        # the next level's nodes that can have children (s = 1: the most a child's probability can
+        # be) get a forward
         one = torch.ones(1)
-        level = [v for v in new if _n_children(cfg, tau, d + 1, all(x == 0 for x in paths[v]), P[v], one)[0] > 0]
+        level = [
+            v
+            for v in new
+            if _n_children(cfg, tau, d + 1, all(x == 0 for x in paths[v]), P[v], one)[0] > 0
+        ]
         if not level: break
         _use_tree(dr, compile_tree(tuple(paths[1:])), prefix)
         lg = dr.node_logits(level, torch.tensor(toks), n).float().cpu()  # (len(level), S)
         for i, v in enumerate(level): logits[v] = lg[i]
     tree = compile_tree(tuple(paths[1:]))
-    if tree.paths != tuple(paths[1:]): raise RuntimeError("The adaptive tree's node order is not compile_tree's.")
+    if tree.paths != tuple(paths[1:]):
+        raise RuntimeError("The adaptive tree's node order is not compile_tree's.")
     Q = None
     if not sampling.greedy:
-        Q = torch.zeros(tree.n_nodes, dr.V)  # (N, V): zero outside the draft's vocabulary, rows of leaves unused
+        # (N, V): zero outside the draft's vocabulary, rows of leaves unused
+        Q = torch.zeros(tree.n_nodes, dr.V)
         for u, qu in q.items():
             if dr.vocab is None: Q[u] = qu
             else: Q[u, dr.vocab] = qu
@@ -173,7 +240,8 @@ def _propose(self, context, sampling, generator=None, hidden=None):
     return Draft(tree, torch.tensor(toks), Q)
 
 def _accepted(self, n_drafted, n_accepted):
-    "Record the round in `history` and move the threshold (see *How the threshold follows the request*)."
+    """Record the round in `history` and move the threshold (see *How the threshold follows the
+    request*)."""
     cfg = self.cfg
     self.history.append(dict(request=self.request, round=self._round, **self._last,
                              drafted=n_drafted, accepted=n_accepted))
@@ -183,9 +251,13 @@ def _accepted(self, n_drafted, n_accepted):
     D = sum(w[0] for w in self.window)
     if D == 0: return
     K = D / len(self.window)  # the window's mean depth
-    m = chain_rate(sum(w[1] for w in self.window) / D, K) ** K  # how often the deepest drafted token was accepted
+    # how often the deepest drafted token was accepted
+    m = chain_rate(sum(w[1] for w in self.window) / D, K) ** K
     c = cfg.marginal_acceptance
-    step = cfg.threshold_step if m < c else -cfg.threshold_step if m > c else 0.0  # low acceptance: up; high: down
-    self.threshold = min(cfg.max_threshold, max(cfg.min_threshold, round(self.threshold + step, 10)))
+    # low acceptance: up; high: down
+    step = cfg.threshold_step if m < c else -cfg.threshold_step if m > c else 0.0
+    self.threshold = min(
+        cfg.max_threshold, max(cfg.min_threshold, round(self.threshold + step, 10))
+    )
 
 AdaptiveDrafter.propose, AdaptiveDrafter.accepted = _propose, _accepted

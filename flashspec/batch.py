@@ -13,9 +13,10 @@ from .draft import check_compatible
 from .tree import TreeConfig, compile_tree, batch_trees, tree_bias
 from .verify import Sampling, probs, verify_sampling
 from .kvcache import StaticKVCache, commit, bucket_slots
-from .engine import make_forward, greedy_accept_batch, optimal_tree, expected_accepted, median_ms
-from .decode import (Drafter, ModelDrafter, DecodeStats, check_prompt, check_room, prefill_prompt,
-                              end_round, _eos_set, _as_drafter)
+from .engine import make_forward, greedy_accept_batch, optimal_tree, expected_accepted
+from .engine import median_ms
+from .decode import Drafter, ModelDrafter, DecodeStats, check_prompt, check_room
+from .decode import prefill_prompt, end_round, _eos_set, _as_drafter
 
 # %% auto #0
 __all__ = ['HEALTHY', 'Request', 'Result', 'drafter_factory', 'rows_view', 'acceptance_estimate', 'allocate_nodes',
@@ -50,10 +51,20 @@ class Result:
     def as_record(self) -> dict:
         "A per-answer record in the format of `flashspec.bench`'s, which `monitor` reads."
         r = self.request
-        rec = dict(question_id=r.id, category=r.category, turn=r.turn, method="flashspec-batch",
-                   prompt_tokens=len(r.input_ids), tokens=list(self.tokens), error=self.error, row=self.row,
-                   latency_s=self.latency_s, seconds=self.stats.total_s if self.stats else None)
-        if self.stats is not None: rec.update(self.stats.as_dict(), drafted_depth=list(self.stats.drafted_depth))
+        rec = dict(
+            question_id=r.id,
+            category=r.category,
+            turn=r.turn,
+            method="flashspec-batch",
+            prompt_tokens=len(r.input_ids),
+            tokens=list(self.tokens),
+            error=self.error,
+            row=self.row,
+            latency_s=self.latency_s,
+            seconds=self.stats.total_s if self.stats else None,
+        )
+        if self.stats is not None:
+            rec.update(self.stats.as_dict(), drafted_depth=list(self.stats.drafted_depth))
         return rec
 
 # %% ../nbs/07e_batch.ipynb #3ef5f5ae
@@ -62,11 +73,14 @@ def drafter_factory(draft, target):
     if isinstance(draft, Drafter):
         raise ValueError("A Drafter instance holds one request's state; "
                          "pass a draft model or a factory `tree -> Drafter`.")
-    if draft is None or isinstance(draft, torch.nn.Module):  # checked once here, then made as `generate` makes it
+    # checked once here, then made as `generate` makes it
+    if draft is None or isinstance(draft, torch.nn.Module):
         V = target.get_output_embeddings().out_features
         if hasattr(draft, "drafter") and getattr(draft, "V", V) != V:  # a feature drafter
-            raise ValueError(f"Draft and target vocabularies differ: the target's head has {V} outputs, "
-                             f"the draft's {draft.V}.")
+            raise ValueError(
+                f"Draft and target vocabularies differ: the target's head has {V} outputs, "
+                f"the draft's {draft.V}."
+            )
         if draft is not None and not hasattr(draft, "drafter"): check_compatible(target, draft)
         return lambda tree: _as_drafter(draft, tree, target)
     if callable(draft): return draft
@@ -85,20 +99,24 @@ def rows_view(cache:StaticKVCache, lo:int, hi:int) -> StaticKVCache:
 # %% ../nbs/07e_batch.ipynb #62f24b90
 def acceptance_estimate(stats:DecodeStats, window:int=8, # the request's last rounds considered
                         prior:float=0.6, strength:float=2.0) -> float:
-    "Per-step acceptance over the last `window` rounds: accepted steps / steps tried, with a weak prior."
+    """Per-step acceptance over the last `window` rounds: accepted steps / steps tried, with a weak
+    prior."""
     acc, dep = stats.accepted[-window:], stats.drafted_depth[-window:]
     ok = sum(acc)
-    tried = ok + sum(1 for a, d in zip(acc, dep) if a < d)  # a round that stopped short failed one step
+    # a round that stopped short failed one step
+    tried = ok + sum(1 for a, d in zip(acc, dep) if a < d)
     return min(max((ok + prior * strength) / (tried + strength), 0.01), 0.99)
 
 def allocate_nodes(rates:list[float], # each request's per-step acceptance r
                    budget:int, # drafted nodes (roots not counted) for the whole round
                    caps:list[int], # the most drafted nodes each request's drafter takes
                    width:int=3, max_depth:int=8,
-                   padded:bool=False, # the forward pads every tree to the largest: each share <= budget // rows
+                   # the forward pads every tree to the largest: each share <= budget // rows
+                   padded:bool=False,
                    min_value:float=0.0, # nodes accepted with a smaller probability are not drafted
                   ) -> list[tuple]:
-    "Each request's tree (index paths), the budget going to the nodes of greatest acceptance probability."
+    """Each request's tree (index paths), the budget going to the nodes of greatest acceptance
+    probability."""
     if budget < 0: raise ValueError(f"budget must be >= 0, got {budget}.")
     if padded and rates: caps = [min(c, budget // len(rates)) for c in caps]
     orders, cand = [], []
@@ -106,7 +124,8 @@ def allocate_nodes(rates:list[float], # each request's per-step acceptance r
         P = [[r * (1 - r) ** k for k in range(width)]] * max_depth  # P[s][k]: rank k at step s + 1
         order = optimal_tree(P, min(cap, budget))  # best-first: path probabilities non-increasing
         vals = [expected_accepted([p], P) for p in order]  # each node's acceptance probability
-        order = order[:sum(v >= min_value for v in vals)]  # a prefix of a best-first order: still a tree
+        # a prefix of a best-first order: still a tree
+        order = order[:sum(v >= min_value for v in vals)]
         orders.append(order)
         cand += [(-v, i, j) for j, v in enumerate(vals[:len(order)])]
     take = [0] * len(rates)
@@ -117,24 +136,31 @@ def allocate_nodes(rates:list[float], # each request's per-step acceptance r
 @torch.no_grad()
 def batch_forward_ms(model, rows:int, nodes:int, # a forward over `rows` rows of `nodes` tokens each
                      prefix:int=300, repeats:int=5, engine:str="auto") -> float:
-    ("Median milliseconds of one batched target forward (`rows` x `nodes` tree tokens after `prefix` each;"
-     " warm-up not counted).")
+    (
+        "Median milliseconds of one batched target forward (`rows` x `nodes` tree tokens after"
+        " `prefix` each; warm-up not counted)."
+    )
     w = model.get_output_embeddings().weight
     dev, dt = w.device, (w.dtype if w.dtype.is_floating_point else torch.float32)
     fwd, S = make_forward(model, engine), prefix + nodes
-    cache = StaticKVCache(model, S, rows); cache.lengths += prefix  # timing depends on shapes, not on what is cached
+    # timing depends on shapes, not on what is cached
+    cache = StaticKVCache(model, S, rows); cache.lengths += prefix
     chain = compile_tree(tuple((0,) * d for d in range(1, nodes)))
     tb = batch_trees([chain] * rows, [torch.zeros(nodes, dtype=torch.long)] * rows)
-    bias, pos = tree_bias(cache.lengths, tb, prefix, S, dt)       # (rows, 1, nodes, S), (rows, nodes)
-    toks = torch.randint(0, model.config.vocab_size, (rows, nodes), generator=torch.Generator().manual_seed(0))
+    bias, pos = tree_bias(cache.lengths, tb, prefix, S, dt)  # (rows, 1, nodes, S), (rows, nodes)
+    toks = torch.randint(
+        0, model.config.vocab_size, (rows, nodes), generator=torch.Generator().manual_seed(0)
+    )
     args = (toks.to(dev), pos.to(dev), torch.arange(prefix, S, device=dev), bias.to(dev))
     return median_ms(lambda: fwd(cache, *args), dev, repeats)
 
 def padded_budget(model, rows:int, # rows decoded together
                   tolerance:float=1.25, # a round's forward may cost this many plain batched steps
-                  max_per_row:int=16, engine:str="auto", cost_ms=None, # cost_ms(rows, nodes) (default: measured)
+                  # cost_ms(rows, nodes) (default: measured)
+                  max_per_row:int=16, engine:str="auto", cost_ms=None,
                  ) -> int:
-    "Drafted nodes per row whose padded forward costs at most `tolerance` x a plain batched step (measured here)."
+    """Drafted nodes per row whose padded forward costs at most `tolerance` x a plain batched step
+    (measured here)."""
     cost = cost_ms or (lambda r, n: batch_forward_ms(model, r, n, engine=engine))
     base, t = cost(rows, 1), 0
     while t < max_per_row and cost(rows, t + 2) <= tolerance * base: t += 1
@@ -147,21 +173,28 @@ class _Live:
     index:int; request:Request; drafter:Drafter; gen:torch.Generator|None; eos:set
     context:torch.Tensor; pending:torch.Tensor|None; stats:DecodeStats; t0:float; first_round:int
     out:list=field(default_factory=list)
-    feats:list=field(default_factory=list) # the target's features at every committed position (conversations)
+    # the target's features at every committed position (conversations)
+    feats:list=field(default_factory=list)
     cap:object=None # the drafter's tree when it joined: the largest it may be given (budgets)
 
 class BatchDecoder:
-    "B rows of one static cache decoded together: requests join a free row and leave at their own end."
+    """B rows of one static cache decoded together: requests join a free row and leave at their own
+    end."""
     def __init__(self, target, batch_size:int, max_len:int, # slots per row
-                 engine:str="auto", layers:tuple=(), # the hidden-state indices the drafters read (one set for all)
-                 keep_features:bool=False, # keep every committed position's features (for `Conversation`)
-                 compile:bool=False, # torch.compile the round's forward: all rows, trees padded to `n_pad`
+                 # the hidden-state indices the drafters read (one set for all)
+                 engine:str="auto", layers:tuple=(),
+                 # keep every committed position's features (for `Conversation`)
+                 keep_features:bool=False,
+                 # torch.compile the round's forward: all rows, trees padded to `n_pad`
+                 compile:bool=False,
                  n_pad:int=1): # compiled: every round's trees padded to this many nodes
         check_supported(target)
         self.target, self.B, self.max_len = target, batch_size, max_len
         self.layers, self.keep_features = tuple(layers), keep_features
         self.fwd = make_forward(target, engine, compile)  # prefills: eager
-        self.tree_fwd, self.n_pad = getattr(self.fwd, "compiled", self.fwd), (n_pad if compile else 1)
+        self.tree_fwd, self.n_pad = getattr(self.fwd, "compiled", self.fwd), (
+            n_pad if compile else 1
+        )
         self.fixed = compile
         w = target.get_output_embeddings().weight
         self.dev, self.dt = w.device, (w.dtype if w.dtype.is_floating_point else torch.float32)
@@ -178,26 +211,42 @@ class BatchDecoder:
     @torch.no_grad()
     def admit(self, b:int, index:int, req:Request, ids:torch.Tensor, drafter:Drafter,
               keep:int=0, # tokens of the row's cache kept (a conversation's common beginning)
-              feats:torch.Tensor|None=None): # (>= keep, F) the target's features at the kept positions
-        "Start `req` (prompt `ids`, checked) in free row `b`: its prompt after the kept tokens is prefilled alone."
+              # (>= keep, F) the target's features at the kept positions
+              feats:torch.Tensor|None=None):
+        """Start `req` (prompt `ids`, checked) in free row `b`: its prompt after the kept tokens is
+        prefilled alone."""
         if self.rows[b] is not None: raise ValueError(f"Row {b} is busy.")
         t0 = time.perf_counter()
         self.cache.lengths[b] = keep
         new = prefill_prompt(self.fwd, rows_view(self.cache, b, b + 1), ids, self.layers, self.dt)
         kept = [feats[:keep]] if self.layers and keep else []
         parts = kept + ([new] if new is not None else [])
-        pending = torch.cat(parts) if parts else None  # features at every committed position the new drafter needs
+        # features at every committed position the new drafter needs
+        pending = torch.cat(parts) if parts else None
         cap = getattr(drafter, "tree", None)
         drafter.start(ids, self.max_len)
         gen = torch.Generator().manual_seed(req.seed) if req.seed is not None else None
         st = DecodeStats()
         eos = _eos_set(self.target, req.eos_token_id)
-        self.rows[b] = _Live(index, req, drafter, gen, eos, ids.clone(), pending, st, t0, self.rounds,
-                             feats=list(parts) if self.keep_features else [], cap=cap)
+        self.rows[b] = _Live(
+            index,
+            req,
+            drafter,
+            gen,
+            eos,
+            ids.clone(),
+            pending,
+            st,
+            t0,
+            self.rounds,
+            feats=list(parts) if self.keep_features else [],
+            cap=cap,
+        )
         st.prefill_s = time.perf_counter() - t0
 
     def _allot(self, live, budget, window, min_value):
-        "Per-request budgets: each TreeDrafter's next tree from the round's node budget (see `allocate_nodes`)."
+        """Per-request budgets: each TreeDrafter's next tree from the round's node budget (see
+        `allocate_nodes`)."""
         rs = [self.rows[b] for b in live if hasattr(self.rows[b].drafter, "set_tree")]
         if not rs: return
         caps, width, depth = [], 1, 1  # padded: trees share the forward at the largest one's size
@@ -205,15 +254,24 @@ class BatchDecoder:
             t = r.cap
             caps.append(t.n_nodes - 1); depth = max(depth, t.max_depth)
             width = max(width, max(len(c) for c in t.children))
-        trees = allocate_nodes([acceptance_estimate(r.stats, window) for r in rs], budget, caps, width, depth,
-                               padded=True, min_value=min_value)
+        trees = allocate_nodes(
+            [acceptance_estimate(r.stats, window) for r in rs],
+            budget,
+            caps,
+            width,
+            depth,
+            padded=True,
+            min_value=min_value,
+        )
         for r, paths in zip(rs, trees): r.drafter.set_tree(paths)
 
     @torch.no_grad()
-    def step(self, budget:int|None=None, # drafted nodes in the round, all rows (per-request budgets); None = own trees
-             window:int=8, streamer=None,
-             min_value:float=0.1, # budgets: nodes accepted with a smaller probability are not drafted
-            ) -> list[int]:
+    def step(
+        # drafted nodes in the round, all rows (per-request budgets); None = own trees
+        self, budget:int|None=None,
+        window:int=8, streamer=None,
+        min_value:float=0.1, # budgets: nodes accepted with a smaller probability are not drafted
+    ) -> list[int]:
         "One round over the live rows; returns the rows whose request finished."
         live = self.live()
         if not live: return []
@@ -223,12 +281,16 @@ class BatchDecoder:
             r, t0 = self.rows[b], time.perf_counter()
             d = r.drafter.propose(r.context, r.request.sampling, r.gen, hidden=r.pending)
             if d.tree.n_nodes > r.drafter.max_nodes:
-                raise ValueError(f"{type(r.drafter).__name__} proposed {d.tree.n_nodes} nodes, over its max_nodes.")
+                raise ValueError(
+                    f"{type(r.drafter).__name__} proposed {d.tree.n_nodes} nodes, over its"
+                    " max_nodes."
+                )
             if int(d.tokens[0]) != int(r.context[-1]):
                 raise ValueError("A draft tree's root must be the last committed token.")
             drafts[b] = d; r.stats.draft_s += time.perf_counter() - t0
         t1 = time.perf_counter()
-        hi = self.B if self.fixed else max(live) + 1  # rows 0..hi-1 take part; free ones: root-only dummies
+        # rows 0..hi-1 take part; free ones: root-only dummies
+        hi = self.B if self.fixed else max(live) + 1
         dummy = compile_tree(())
         none = torch.zeros(1, dtype=torch.long)
         tb = batch_trees([drafts[b].tree if b in drafts else dummy for b in range(hi)],
@@ -236,8 +298,10 @@ class BatchDecoder:
                          min_nodes=self.n_pad)
         cache = self.cache if hi == self.B else rows_view(self.cache, 0, hi)
         T = tb.tokens.shape[1]
-        slot0 = int(cache.lengths.max())  # every row's tree at slots slot0..slot0+T-1, after its own prefix
-        bias, pos = tree_bias(cache.lengths, tb, slot0, self.max_len, self.dt)  # (hi, 1, T, S), (hi, T)
+        # every row's tree at slots slot0..slot0+T-1, after its own prefix
+        slot0 = int(cache.lengths.max())
+        # (hi, 1, T, S), (hi, T)
+        bias, pos = tree_bias(cache.lengths, tb, slot0, self.max_len, self.dt)
         toks = tb.tokens.to(self.dev)
         slots = torch.arange(slot0, slot0 + T, device=self.dev)
         logits, feats = self.tree_fwd(cache, toks, pos.to(self.dev), slots, bias.to(self.dev),
@@ -245,9 +309,11 @@ class BatchDecoder:
         t2 = time.perf_counter()
         paths, bonus = [[] for _ in range(hi)], {}
         greedy = [b for b in live if self.rows[b].request.sampling.greedy]
-        if greedy:  # every row's path and bonus at once (padding never accepted), one copy to the host
+        # every row's path and bonus at once (padding never accepted), one copy to the host
+        if greedy:
             acc = greedy_accept_batch(tb, toks, logits)
-            ta = time.perf_counter() - t2  # shared work, as the forward: every greedy request waits for it
+            # shared work, as the forward: every greedy request waits for it
+            ta = time.perf_counter() - t2
             for b in greedy:
                 paths[b], bonus[b] = acc[b]
                 self.rows[b].stats.accept_s += ta
@@ -255,27 +321,41 @@ class BatchDecoder:
             r, d, ta = self.rows[b], drafts[b], time.perf_counter()
             if r.request.sampling.greedy: continue
             p = probs(logits[b, :d.tree.n_nodes].float().cpu(), r.request.sampling)  # (N, V)
-            paths[b], bonus[b] = verify_sampling(d.tree, d.tokens, p, d.q, r.drafter.proposal, r.gen)
+            paths[b], bonus[b] = verify_sampling(
+                d.tree, d.tokens, p, d.q, r.drafter.proposal, r.gen
+            )
             r.stats.accept_s += time.perf_counter() - ta
         t3 = time.perf_counter()
         commit(cache, slot0, paths)  # each row's path to its own end; free rows' paths are empty
         t4, done = time.perf_counter(), []
         for b in live:
             r = self.rows[b]
-            r.stats.forward_s += t2 - t1; r.stats.commit_s += t4 - t3  # shared work: every live request waits for it
+            # shared work: every live request waits for it
+            r.stats.forward_s += t2 - t1; r.stats.commit_s += t4 - t3
             if self.layers:
                 r.pending = feats[b, paths[b]]  # (k + 1, F): the root and the accepted nodes
                 if self.keep_features: r.feats.append(r.pending)
             sink = None if streamer is None else (lambda new, i=r.index: streamer(i, new))
-            r.context, fin = end_round(r.stats, r.drafter, drafts[b], paths[b], bonus[b], r.out, r.context,
-                                       r.request.max_new_tokens, r.eos, sink)
+            r.context, fin = end_round(
+                r.stats,
+                r.drafter,
+                drafts[b],
+                paths[b],
+                bonus[b],
+                r.out,
+                r.context,
+                r.request.max_new_tokens,
+                r.eos,
+                sink,
+            )
             if fin: done.append(b)
         self.rounds += 1
         return done
 
     def finish(self, b:int, t_batch:float, # the batch's start (`time.perf_counter()`), for latency
                free:bool=True) -> Result:
-        "The finished request of row `b` as a `Result`; the row is freed (with `free=False` its cache is kept)."
+        """The finished request of row `b` as a `Result`; the row is freed (with `free=False` its
+        cache is kept)."""
         r, now = self.rows[b], time.perf_counter()
         r.stats.new_tokens, r.stats.total_s = len(r.out), now - r.t0
         self.rows[b] = None
@@ -286,23 +366,31 @@ class BatchDecoder:
 # %% ../nbs/07e_batch.ipynb #3f0130bc
 @torch.no_grad()
 def generate_batch(target, # the target causal LM
-                   draft=None, # a draft model, a `FeatureDraft`, None, or a factory `tree -> Drafter` (one call per
-                               # request, in order)
+                   # a draft model, a `FeatureDraft`, None, or a factory `tree -> Drafter` (one call
+                   # per request, in order)
+                   draft=None,
                    requests:list=(), # `Request`s (or plain prompt id lists)
-                   batch_size:int=8, # cache rows: requests decoding at once; the others wait for a free row
-                   tree:TreeConfig|None=None, # the tree of requests that name none (with budgets: the largest one)
+                   # cache rows: requests decoding at once; the others wait for a free row
+                   batch_size:int=8,
+                   # the tree of requests that name none (with budgets: the largest one)
+                   tree:TreeConfig|None=None,
                    max_len:int|None=None, # slots per row (default: enough for the largest request)
-                   node_budget:int|str|None=None, # per-request budgets: drafted nodes per round, all rows;
-                               # "auto" = `padded_budget` per live row (measured once; 0 = plain batched steps,
-                               # no drafter work); None = each request's own tree
-                   budget_window:int=8, # rounds of a request's history its acceptance is estimated from
-                   budget_min_value:float=0.1, # budgets: a node is drafted if accepted with at least this probability
+                   # per-request budgets: drafted nodes per round, all rows; "auto" =
+                   # `padded_budget` per live row (measured once; 0 = plain batched steps, no
+                   # drafter work); None = each request's own tree
+                   node_budget:int|str|None=None,
+                   # rounds of a request's history its acceptance is estimated from
+                   budget_window:int=8,
+                   # budgets: a node is drafted if accepted with at least this probability
+                   budget_min_value:float=0.1,
                    engine:str="auto", # the target's forward (see `generate`)
                    compile:bool=False, # torch.compile the round's forward (fixed shapes: all rows,
-                                       # padded trees, the cache rounded up to a multiple of 256 slots)
+                                       # padded trees, the cache rounded up to a multiple of 256
+                                       # slots)
                    streamer=None, # called as `streamer(request index, new tokens)` after each round
                   ) -> list[Result]:
-    "Decode `requests` together on one static cache (continuous batching); one `Result` per request, in order."
+    """Decode `requests` together on one static cache (continuous batching); one `Result` per
+    request, in order."""
     t_start = time.perf_counter()
     check_supported(target)
     if batch_size < 1: raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
@@ -313,34 +401,49 @@ def generate_batch(target, # the target causal LM
         try:
             ids = check_prompt(target, req.input_ids, req.max_new_tokens)
             if max_len is not None and len(ids) >= max_len:
-                raise ValueError(f"Prompt of {len(ids)} tokens does not fit in the cache ({max_len} slots per row).")
+                raise ValueError(
+                    f"Prompt of {len(ids)} tokens does not fit in the cache ({max_len} slots per"
+                    " row)."
+                )
             dr = make(req.tree or tree)
             check_room(target, len(ids), req.max_new_tokens, dr.max_nodes, max_len)
             queue.append((i, req, ids, dr))
-        except ValueError as e: results[i] = Result(req, error=str(e))
+        except ValueError as e:
+            results[i] = Result(req, error=str(e))
     if not queue: return results
     layers = {tuple(dr.feature_layers) for *_, dr in queue}
     if len(layers) > 1:
-        raise ValueError(f"The drafters read different target layers {sorted(layers)}: one forward serves all.")
-    # a row's tree sits after the longest row's tokens: the longest request plus the largest tree, whichever rows
-    longest, widest = max(len(ids) + req.max_new_tokens for _, req, ids, _ in queue), max(dr.max_nodes for *_, dr in queue)
+        raise ValueError(
+            f"The drafters read different target layers {sorted(layers)}: one forward serves all."
+        )
+    # a row's tree sits after the longest row's tokens: the longest request plus the largest tree,
+    # whichever rows
+    longest, widest = max(len(ids) + req.max_new_tokens for _, req, ids, _ in queue), max(
+        dr.max_nodes for *_, dr in queue
+    )
     if max_len is None:
         max_len = longest + widest
         if compile: max_len = bucket_slots(max_len)  # compiled: few cache sizes, graphs reused
-    elif longest + widest > max_len:  # each request fits alone, not all of them together: refused before any work
-        raise ValueError(f"max_len={max_len} is too small for this batch: its longest request needs {longest} slots "
-                         f"and its largest tree {widest} more, after the longest row ({longest + widest} in all).")
+    # each request fits alone, not all of them together: refused before any work
+    elif longest + widest > max_len:
+        raise ValueError(
+            f"max_len={max_len} is too small for this batch: its longest request needs {longest}"
+            f" slots and its largest tree {widest} more, after the longest row ({longest + widest}"
+            " in all)."
+        )
     B, per_row = min(batch_size, len(queue)), None
     if node_budget == "auto":  # measured once per model, batch size and engine, kept with the model
         memo = target.__dict__.setdefault("_flashspec_budgets", {})
         key = (B, engine, torch.get_num_threads())
         if key not in memo: memo[key] = padded_budget(target, B, engine=engine)
         per_row = memo[key]
-        if per_row == 0:  # no drafted node pays at this batch size here: plain batched steps, no drafter work at all
+        # no drafted node pays at this batch size here: plain batched steps, no drafter work at all
+        if per_row == 0:
             queue, layers = [(i, req, ids, Drafter()) for i, req, ids, _ in queue], {()}
     elif node_budget is not None and (not isinstance(node_budget, int) or node_budget < 0):
         raise ValueError(f"node_budget must be None, 'auto' or an int >= 0, got {node_budget!r}.")
-    n_pad = max(dr.max_nodes for *_, dr in queue)  # compiled: every round's trees padded to the largest
+    # compiled: every round's trees padded to the largest
+    n_pad = max(dr.max_nodes for *_, dr in queue)
     dec = BatchDecoder(target, B, max_len, engine, layers.pop(), compile=compile, n_pad=n_pad)
     while queue or dec.live():
         for b in dec.free():  # waiting requests take the free rows
@@ -355,9 +458,11 @@ def generate_batch(target, # the target causal LM
 
 # %% ../nbs/07e_batch.ipynb #039a3b71
 class Conversation:
-    "A multi-turn chat whose target KV cache (and the features a feature drafter reads) survive between turns."
+    """A multi-turn chat whose target KV cache (and the features a feature drafter reads) survive
+    between turns."""
     def __init__(self, target, tokenizer, draft=None, # as `generate_batch`'s
-                 tree:TreeConfig|None=None, max_prompt_tokens:int=512, # truncation: the last whole turns that fit
+                 # truncation: the last whole turns that fit
+                 tree:TreeConfig|None=None, max_prompt_tokens:int=512,
                  max_new_tokens:int=128, sampling:Sampling=Sampling(), engine:str="auto"):
         check_supported(target)
         self.target, self.tok, self.tree, self.sampling = target, tokenizer, tree, sampling
@@ -365,43 +470,58 @@ class Conversation:
         self.make = drafter_factory(draft, target)
         probe = self.make(tree)
         self.max_len = check_room(target, max_prompt_tokens, max_new_tokens, probe.max_nodes, None)
-        self.dec = BatchDecoder(target, 1, self.max_len, engine, tuple(probe.feature_layers), keep_features=True)
-        self.turns, self.answers, self.cached, self.feats = [], [], [], None  # cached: tokens whose KV the row holds
+        self.dec = BatchDecoder(
+            target, 1, self.max_len, engine, tuple(probe.feature_layers), keep_features=True
+        )
+        # cached: tokens whose KV the row holds
+        self.turns, self.answers, self.cached, self.feats = [], [], [], None
         self.log = []  # per turn: prompt tokens, reused from the cache, prefilled
 
     @torch.no_grad()
     def ask(self, text:str, seed:int|None=None) -> tuple[list[int], DecodeStats]:
-        "Answer the next user turn: `(new tokens, DecodeStats)`; prefills only what follows the cached beginning."
-        ids = encode_chat(self.tok, self.turns + [text], self.answers, max_tokens=self.max_prompt_tokens)
+        """Answer the next user turn: `(new tokens, DecodeStats)`; prefills only what follows the
+        cached beginning."""
+        ids = encode_chat(
+            self.tok, self.turns + [text], self.answers, max_tokens=self.max_prompt_tokens
+        )
         keep = 0
-        for a, b in zip(self.cached, ids[:-1]):  # the common beginning (the last prompt token is the first root)
+        # the common beginning (the last prompt token is the first root)
+        for a, b in zip(self.cached, ids[:-1]):
             if a != b: break
             keep += 1
         t0 = time.perf_counter()
         req = Request(ids, self.max_new_tokens, self.sampling, seed)
-        self.dec.admit(0, 0, req, torch.tensor(ids), self.make(self.tree), keep=keep, feats=self.feats)
+        self.dec.admit(
+            0, 0, req, torch.tensor(ids), self.make(self.tree), keep=keep, feats=self.feats
+        )
         while not self.dec.step(): pass
         row = self.dec.rows[0]
         res = self.dec.finish(0, t0, free=False)
-        # the cache holds every committed token but the last; a last round cut at EOS or the length committed a few
-        # more slots (its whole accepted path): they are dropped, so that the row holds exactly `cached`
+        # the cache holds every committed token but the last; a last round cut at EOS or the length
+        # committed a few more slots (its whole accepted path): they are dropped, so that the row
+        # holds exactly `cached`
         self.cached = row.context[:-1].tolist()
         if int(self.dec.cache.lengths[0]) < len(self.cached):
             raise RuntimeError("The conversation cache lost tokens.")
         self.dec.cache.lengths[0] = len(self.cached)
-        self.feats = torch.cat(row.feats)[:len(self.cached)] if row.feats else None  # (cached, F) at those positions
-        self.turns.append(text); self.answers.append(self.tok.decode(res.tokens, skip_special_tokens=True))
+        # (cached, F) at those positions
+        self.feats = torch.cat(row.feats)[:len(self.cached)] if row.feats else None
+        self.turns.append(text)
+        self.answers.append(self.tok.decode(res.tokens, skip_special_tokens=True))
         self.log.append(dict(turn=len(self.turns) - 1, prompt_tokens=len(ids), reused=keep,
                              prefilled=len(ids) - 1 - keep))
         return res.tokens, res.stats
 
 # %% ../nbs/07e_batch.ipynb #ba581cd3
-HEALTHY = dict(mean_accepted_length=(2.5, 4.0), first_token_acceptance=(0.7, 0.9), speedup=(2.0, 3.5))
+HEALTHY = dict(
+    mean_accepted_length=(2.5, 4.0), first_token_acceptance=(0.7, 0.9), speedup=(2.0, 3.5)
+)
 
 def step_acceptance(accepted:list, # drafted tokens accepted per round
                     depths:list, # depth of each round's tree
                     steps:int=5) -> list:
-    "Acceptance at draft steps 1..`steps`: of rounds drafting step s with steps < s accepted, the share accepting s."
+    """Acceptance at draft steps 1..`steps`: of rounds drafting step s with steps < s accepted, the
+    share accepting s."""
     out = []
     for s in range(1, steps + 1):
         tried = [a for a, d in zip(accepted, depths) if d >= s and a >= s - 1]
@@ -410,9 +530,12 @@ def step_acceptance(accepted:list, # drafted tokens accepted per round
 
 def _record(x, i) -> dict:
     if isinstance(x, Result): x = x.as_record()
-    elif isinstance(x, DecodeStats): x = dict(x.as_dict(), drafted_depth=list(x.drafted_depth), seconds=x.total_s)
+    elif isinstance(x, DecodeStats):
+        x = dict(x.as_dict(), drafted_depth=list(x.drafted_depth), seconds=x.total_s)
     elif not isinstance(x, dict):
-        raise TypeError(f"monitor reads Results, DecodeStats or bench records, not {type(x).__name__}.")
+        raise TypeError(
+            f"monitor reads Results, DecodeStats or bench records, not {type(x).__name__}."
+        )
     key = x.get("question_id")
     key = i if key is None else key
     return dict(x, key=f"{key}/{x['turn']}" if x.get("turn") else str(key))
@@ -429,18 +552,28 @@ def _metrics(recs, window, base) -> dict:
         acc += a; dep += d
     steps = step_acceptance(acc, dep)
     tps = _tps(recs)
-    m = dict(requests=len(recs), rounds=len(acc), tokens_per_s=tps, first_token_acceptance=steps[0],
-             mean_accepted_length=(sum(acc) + len(acc)) / len(acc) if acc else None, step_acceptance=steps,
-             speedup=tps / base if tps and base else None)
+    m = dict(
+        requests=len(recs),
+        rounds=len(acc),
+        tokens_per_s=tps,
+        first_token_acceptance=steps[0],
+        mean_accepted_length=(sum(acc) + len(acc)) / len(acc) if acc else None,
+        step_acceptance=steps,
+        speedup=tps / base if tps and base else None,
+    )
     m["flags"] = [k for k, (lo, hi) in HEALTHY.items() if m[k] is not None and not lo <= m[k] <= hi]
     return m
 
-def monitor(records, # `Result`s, `DecodeStats`, bench records, or a bench results dict (its `records`)
-            baseline=None, # tokens/s (a number), a method name in `records` (e.g. "hf"), or the baseline's records
-            method:str|None=None, # with bench records: the method to monitor (default: every one but the baseline)
-            window:int|None=None, # each request's last rounds only (a sliding window); None = all
-           ) -> dict:
-    "Acceptance and speed-up per request, per category and overall, flagged against `HEALTHY`; a JSON-able dict."
+def monitor(
+    records, # `Result`s, `DecodeStats`, bench records, or a bench results dict (its `records`)
+    # tokens/s (a number), a method name in `records` (e.g. "hf"), or the baseline's records
+    baseline=None,
+    # with bench records: the method to monitor (default: every one but the baseline)
+    method:str|None=None,
+    window:int|None=None, # each request's last rounds only (a sliding window); None = all
+) -> dict:
+    """Acceptance and speed-up per request, per category and overall, flagged against `HEALTHY`; a
+    JSON-able dict."""
     if isinstance(records, dict): records = records["records"]
     recs = [_record(x, i) for i, x in enumerate(records)]
     recs = [r for r in recs if not r.get("error")]
@@ -449,7 +582,8 @@ def monitor(records, # `Result`s, `DecodeStats`, bench records, or a bench resul
         base_recs = [r for r in recs if r.get("method") == baseline]
         if not base_recs: raise ValueError(f"No records of the baseline method {baseline!r}.")
         recs = [r for r in recs if r.get("method") != baseline]
-    elif isinstance(baseline, (list, tuple)): base_recs = [_record(x, i) for i, x in enumerate(baseline)]
+    elif isinstance(baseline, (list, tuple)):
+        base_recs = [_record(x, i) for i, x in enumerate(baseline)]
     if method is not None: recs = [r for r in recs if r.get("method") == method]
     if not recs: raise ValueError("No records to monitor.")
     flat = None if base_recs is not None else baseline  # one baseline figure for every group
@@ -463,16 +597,23 @@ def monitor(records, # `Result`s, `DecodeStats`, bench records, or a bench resul
         pick = [r for r in recs if r.get("category", "all") == c]
         out["per_category"][c] = _metrics(pick, window, base(pick))
     for r in recs:
-        out["per_request"][r["key"]] = dict(_metrics([r], window, base([r])), category=r.get("category", "all"))
-    out["flags"] = [f"{name}: {k} = {g[k]:.2f} outside {HEALTHY[k]}" for name, g in
-                    [("overall", out["overall"])] + [(f"category {c}", g) for c, g in out["per_category"].items()]
-                    for k in g["flags"]]
+        out["per_request"][r["key"]] = dict(
+            _metrics([r], window, base([r])), category=r.get("category", "all")
+        )
+    out["flags"] = [
+        f"{name}: {k} = {g[k]:.2f} outside {HEALTHY[k]}"
+        for name, g in [("overall", out["overall"])] + [
+            (f"category {c}", g) for c, g in out["per_category"].items()
+        ]
+        for k in g["flags"]
+    ]
     return json.loads(json.dumps(out))  # plain JSON types (tuples become lists)
 
 # %% ../nbs/07e_batch.ipynb #befff09c
 def monitor_html(summary:dict, # what `monitor` returned
                  title:str="flashspec monitor", path:str|Path|None=None) -> str:
-    "A small HTML report of a `monitor` summary (flagged values in red); written to `path` if given."
+    """A small HTML report of a `monitor` summary (flagged values in red); written to `path` if
+    given."""
     f = lambda v: "–" if v is None else f"{v:.2f}"
     def row(name, g):
         cells = [f"<td>{html.escape(str(name))}</td><td>{g['requests']}</td><td>{g['rounds']}</td>"]
@@ -482,18 +623,34 @@ def monitor_html(summary:dict, # what `monitor` returned
         cells.append("<td>" + " / ".join(f(v) for v in g["step_acceptance"]) + "</td>")
         cells.append(f"<td>{f(g['tokens_per_s'])}</td>")
         return "<tr>" + "".join(cells) + "</tr>"
-    head = ("<tr><th></th><th>requests</th><th>rounds</th><th>first-token acceptance</th><th>mean accepted length</th>"
-            "<th>speed-up</th><th>acceptance at steps 1-5</th><th>tokens/s</th></tr>")
+    head = (
+        "<tr><th></th><th>requests</th><th>rounds</th><th>first-token acceptance</th><th>mean"
+        " accepted length</th><th>speed-up</th><th>acceptance at steps"
+        " 1-5</th><th>tokens/s</th></tr>"
+    )
     hr = summary["healthy"]
-    parts = [f"<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-             "<style>body{font-family:sans-serif} td,th{padding:2px 8px;text-align:right} "
-             ".bad{color:#b00;font-weight:bold}</style>",
-             f"</head><body><h2>{html.escape(title)}</h2>",
-             "<p>Healthy: " + ", ".join(f"{k.replace('_', ' ')} {lo}-{hi}" for k, (lo, hi) in hr.items())
-             + (f"; last {summary['window']} rounds of each request" if summary.get("window") else "") + "</p>",
-             ("<h3>Flags</h3><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in summary["flags"]) + "</ul>"
-              if summary["flags"] else ""),
-             "<h3>Per category</h3><table>", head, row("all", summary["overall"])]
+    parts = [
+        f"<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+        (
+            "<style>body{font-family:sans-serif} td,th{padding:2px 8px;text-align:right} "
+            ".bad{color:#b00;font-weight:bold}</style>"
+        ),
+        f"</head><body><h2>{html.escape(title)}</h2>",
+        "<p>Healthy: "
+        + ", ".join(f"{k.replace('_', ' ')} {lo}-{hi}" for k, (lo, hi) in hr.items())
+        + (f"; last {summary['window']} rounds of each request" if summary.get("window") else "")
+        + "</p>",
+        (
+            "<h3>Flags</h3><ul>"
+            + "".join(f"<li>{html.escape(x)}</li>" for x in summary["flags"])
+            + "</ul>"
+            if summary["flags"]
+            else ""
+        ),
+        "<h3>Per category</h3><table>",
+        head,
+        row("all", summary["overall"]),
+    ]
     parts += [row(c, g) for c, g in summary["per_category"].items()]
     parts += ["</table><h3>Per request</h3><table>", head.replace("<th></th>", "<th>request</th>")]
     parts += [row(k, g) for k, g in summary["per_request"].items()]

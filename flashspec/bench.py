@@ -14,7 +14,8 @@ from .data import read_prompts
 from .load import load_models, adaptive_config, store_drafter, merge_gate
 from .tree import TreeConfig
 from .verify import Sampling
-from .decode import generate, Drafter, ModelDrafter, MergedDrafter, PromptLookupDrafter, DecodeStats
+from .decode import generate, Drafter, ModelDrafter, MergedDrafter, PromptLookupDrafter
+from .decode import DecodeStats
 from .kvcache import StaticKVCache, bucket_slots
 from .adaptive import AdaptiveConfig, AdaptiveDrafter
 from .batch import monitor, monitor_html
@@ -23,34 +24,58 @@ from .batch import monitor, monitor_html
 __all__ = ['METHODS', 'run_method', 'bench', 'summarize', 'table', 'category_table', 'plot', 'report', 'add_cli', 'cmd_bench']
 
 # %% ../nbs/08_bench.ipynb #ebae1835
-METHODS = ("hf", "hf-static", "hf-assisted", "hf-lookup", "ar", "flashspec", "flashspec-lookup", "flashspec-merged",
-           "flashspec-adaptive")
+METHODS = (
+    "hf",
+    "hf-static",
+    "hf-assisted",
+    "hf-lookup",
+    "ar",
+    "flashspec",
+    "flashspec-lookup",
+    "flashspec-merged",
+    "flashspec-adaptive",
+)
 
 def _hf_kwargs(sampling:Sampling, max_new_tokens, target):
     kw = dict(max_new_tokens=max_new_tokens, pad_token_id=target.generation_config.eos_token_id)
     if sampling.greedy: kw["do_sample"] = False
-    else: kw.update(do_sample=True, temperature=sampling.temperature, top_k=sampling.top_k or None, top_p=sampling.top_p)
+    else:
+        kw.update(
+            do_sample=True,
+            temperature=sampling.temperature,
+            top_k=sampling.top_k or None,
+            top_p=sampling.top_p,
+        )
     return kw
 
-def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int, sampling:Sampling=Sampling(),
-               tree:TreeConfig=TreeConfig(), seed:int=0,
+def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int,
+               sampling:Sampling=Sampling(), tree:TreeConfig=TreeConfig(), seed:int=0,
                min_prob:float=0.0, # adaptive trees for the model drafter (0 = the fixed `tree`)
                engine:str="auto", compile:bool=False, # flashspec's forward (see `generate`)
-               adaptive:AdaptiveConfig|None=None, # `flashspec-adaptive`'s settings (None: the defaults)
-               pad_nodes:dict|None=None, # flashspec's tree sizes padded to measured cheaper ones (see `generate`)
-               store:Drafter|None=None, # merged into flashspec-merged's trees as well (`--answer-store`)
-               gate:dict|None=None, # flashspec-merged's gate (`merge_gate`: the cost model's costs); None: merge whole
-               cache_len:int|None=None, # hf-static on CUDA: its cache's slots at least (one compiled graph for a run)
+               # `flashspec-adaptive`'s settings (None: the defaults)
+               adaptive:AdaptiveConfig|None=None,
+               # flashspec's tree sizes padded to measured cheaper ones (see `generate`)
+               pad_nodes:dict|None=None,
+               # merged into flashspec-merged's trees as well (`--answer-store`)
+               store:Drafter|None=None,
+               # flashspec-merged's gate (`merge_gate`: the cost model's costs); None: merge whole
+               gate:dict|None=None,
+               # hf-static on CUDA: its cache's slots at least (one compiled graph for a run)
+               cache_len:int|None=None,
               ) -> tuple[list[int], DecodeStats|None, float]:
     "Decode `ids` with one method; returns `(new tokens, DecodeStats or None, seconds)`."
-    if method not in METHODS: raise ValueError(f"Unknown method {method!r}; choose from {', '.join(METHODS)}.")
-    if method in ("hf-assisted", "flashspec", "flashspec-merged", "flashspec-adaptive") and draft is None:
+    if method not in METHODS:
+        raise ValueError(f"Unknown method {method!r}; choose from {', '.join(METHODS)}.")
+    drafted = ("hf-assisted", "flashspec", "flashspec-merged", "flashspec-adaptive")
+    if method in drafted and draft is None:
         raise ValueError(f"{method} needs a draft model.")
-    if method in ("hf-assisted", "flashspec-merged", "flashspec-adaptive") and isinstance(draft, Drafter):
+    if method in drafted and method != "flashspec" and isinstance(draft, Drafter):
         raise ValueError(f"{method} needs a draft model, not a {type(draft).__name__}.")
     if method == "hf-assisted" and hasattr(draft, "drafter"):
-        raise ValueError("hf-assisted needs a draft causal LM; a feature drafter reads the target's states, "
-                         "which only flashspec passes.")
+        raise ValueError(
+            "hf-assisted needs a draft causal LM; a feature drafter reads the target's states, "
+            "which only flashspec passes."
+        )
     torch.manual_seed(seed)
     t0 = time.perf_counter()
     if method.startswith("hf"):
@@ -59,9 +84,13 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int, sam
         if method == "hf-lookup": kw["prompt_lookup_num_tokens"] = tree.depth or 4
         if method == "hf-static":  # compiled by Hugging Face on CUDA, once per cache size
             kw["cache_implementation"] = "static"
-            if target.device.type == "cuda":  # sized for the run (Hugging Face keeps the largest seen): no recompiles
+            # sized for the run (Hugging Face keeps the largest seen): no recompiles
+            if target.device.type == "cuda":
                 kw["max_cache_len"] = max(bucket_slots(len(ids) + max_new_tokens), cache_len or 0)
-        with torch.no_grad(): out = target.generate(torch.tensor([ids], device=target.device), **kw)[0, len(ids):].tolist()
+        with torch.no_grad():
+            out = target.generate(torch.tensor([ids], device=target.device), **kw)[
+                0, len(ids) :
+            ].tolist()
         st = None
     else:
         if method == "ar": drafter = None
@@ -71,48 +100,105 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int, sam
             # a network with its own drafter (a feature drafter), or a causal LM
             if hasattr(draft, "drafter"): drafter = draft.drafter(tree, min_prob=min_prob)
             else: drafter = ModelDrafter(draft, tree, min_prob=min_prob)
-            if method == "flashspec-merged": drafter = MergedDrafter(drafter, store=store, **(gate or {}))
-            if method == "flashspec-adaptive": drafter = AdaptiveDrafter(drafter, adaptive or AdaptiveConfig())
-        out, st = generate(target, drafter, ids, max_new_tokens, sampling=sampling, tree=tree, seed=seed,
-                           engine=engine, compile=compile, pad_nodes=pad_nodes)
+            if method == "flashspec-merged":
+                drafter = MergedDrafter(drafter, store=store, **(gate or {}))
+            if method == "flashspec-adaptive":
+                drafter = AdaptiveDrafter(drafter, adaptive or AdaptiveConfig())
+        out, st = generate(
+            target,
+            drafter,
+            ids,
+            max_new_tokens,
+            sampling=sampling,
+            tree=tree,
+            seed=seed,
+            engine=engine,
+            compile=compile,
+            pad_nodes=pad_nodes,
+        )
     return out, st, time.perf_counter() - t0
 
 # %% ../nbs/08_bench.ipynb #02d88f11
 def _fingerprint(model) -> dict|str|None:
-    "Size, dtype and a checksum of a model's parameters (a drafter without weights: its class name)."
-    if model is None or not isinstance(model, torch.nn.Module): return None if model is None else type(model).__name__
+    """Size, dtype and a checksum of a model's parameters (a drafter without weights: its class
+    name)."""
+    if model is None or not isinstance(model, torch.nn.Module):
+        return None if model is None else type(model).__name__
     ps = list(model.parameters())
-    return dict(parameters=sum(p.numel() for p in ps), dtype=str(ps[0].dtype),
-                checksum=round(sum(float(torch.sum(p.detach(), dtype=torch.float64)) for p in ps), 6),
-                vocab=None if getattr(model, "draft_vocab", None) is None else len(model.draft_vocab))
+    return dict(
+        parameters=sum(p.numel() for p in ps),
+        dtype=str(ps[0].dtype),
+        checksum=round(sum(float(torch.sum(p.detach(), dtype=torch.float64)) for p in ps), 6),
+        vocab=None if getattr(model, "draft_vocab", None) is None else len(model.draft_vocab),
+    )
 
-def _journal_config(methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens, min_prob, target, draft,
-                    engine, compile,
-                    adaptive=None, pad_nodes=None, store=None, gate=None) -> dict:
+
+def _journal_config(
+    methods,
+    max_new_tokens,
+    sampling,
+    tree,
+    repeats,
+    max_prompt_tokens,
+    min_prob,
+    target,
+    draft,
+    engine,
+    compile,
+    adaptive=None,
+    pad_nodes=None,
+    store=None,
+    gate=None,
+) -> dict:
     "What must match for a journal to be resumed: the run's settings, the target and the draft."
-    return json.loads(json.dumps(dict(
-        methods=list(methods), max_new_tokens=max_new_tokens, sampling=vars(sampling), tree=vars(tree),
-        repeats=repeats, max_prompt_tokens=max_prompt_tokens, min_prob=min_prob, engine=engine, compile=compile,
-        target=_fingerprint(target), draft=_fingerprint(draft),
-        **({} if adaptive is None else dict(adaptive=vars(adaptive))),  # absent without it: older journals still resume
-        **({} if not pad_nodes else dict(pad_nodes={str(k): v for k, v in sorted(pad_nodes.items())})),
-        **({} if store is None else dict(store=_store_config(store))),
-        **({} if not gate else dict(gate=True)))))  # the costs it reads may be measured again
+    return json.loads(
+        json.dumps(
+            dict(
+                methods=list(methods),
+                max_new_tokens=max_new_tokens,
+                sampling=vars(sampling),
+                tree=vars(tree),
+                repeats=repeats,
+                max_prompt_tokens=max_prompt_tokens,
+                min_prob=min_prob,
+                engine=engine,
+                compile=compile,
+                target=_fingerprint(target),
+                draft=_fingerprint(draft),
+                # absent without it: older journals still resume
+                **({} if adaptive is None else dict(adaptive=vars(adaptive))),
+                **(
+                    {}
+                    if not pad_nodes
+                    else dict(pad_nodes={str(k): v for k, v in sorted(pad_nodes.items())})
+                ),
+                **({} if store is None else dict(store=_store_config(store))),
+                **({} if not gate else dict(gate=True)),
+            )
+        )
+    )  # the costs it reads may be measured again
+
 
 def _store_config(store) -> dict:
     "What identifies a merged-in store drafter: its class, settings and corpus size."
     c = {k: v for k, v in vars(store).items() if isinstance(v, (int, float, str, bool))}
     corpus = getattr(store, "store", None)
-    return dict(kind=type(store).__name__, **c, **({} if corpus is None else dict(tokens=len(corpus.tokens))))
+    return dict(
+        kind=type(store).__name__,
+        **c,
+        **({} if corpus is None else dict(tokens=len(corpus.tokens))),
+    )
 
 def _read_journal(path:Path, config:dict, prompts:list[dict], n_methods:int) -> list[dict]:
-    "Records of the questions `path` holds complete; a partly run question is dropped (it is run again)."
+    """Records of the questions `path` holds complete; a partly run question is dropped (it is run
+    again)."""
     raw = [l for l in path.read_text().splitlines() if l.strip()]
     lines = []
     for i, l in enumerate(raw):
         try: lines.append(json.loads(l))
         except json.JSONDecodeError:
-            if i < len(raw) - 1: raise ValueError(f"{path}:{i + 1}: not JSON; the journal is damaged.") from None
+            if i < len(raw) - 1:
+                raise ValueError(f"{path}:{i + 1}: not JSON; the journal is damaged.") from None
             # else: the last line was cut by a kill mid-write; its question is run again
     if not lines or lines[0].get("journal") != config:
         raise ValueError(f"The journal {path} was written by a different run "
@@ -124,45 +210,81 @@ def _read_journal(path:Path, config:dict, prompts:list[dict], n_methods:int) -> 
 
 def _jsonl(rows) -> str: return "".join(json.dumps(x) + "\n" for x in rows)
 
-def bench(target, tokenizer, draft, prompts:list[dict], # Spec-Bench records (`turns`, `category`, `question_id`)
-          methods=("hf", "ar", "flashspec"), max_new_tokens:int=256, sampling:Sampling=Sampling(),
-          tree:TreeConfig=TreeConfig(), repeats:int=1, max_prompt_tokens:int|None=None,
-          progress:bool=True, meta:dict|None=None,
-          min_prob:float=0.0, # adaptive trees for the model drafter (see `run_method`)
-          journal:str|Path|None=None, # JSONL file: every finished question is appended; a rerun resumes from it
-          engine:str="auto", compile:bool=False, # flashspec's forward (see `generate`)
-          adaptive:AdaptiveConfig|None=None, # `flashspec-adaptive`'s settings (None: the defaults)
-          pad_nodes:dict|None=None, # tree sizes padded to measured cheaper ones (`node_padding`; None: none)
-          store:Drafter|None=None, # merged into flashspec-merged's trees as well (e.g. a `StoreDrafter`)
-          gate:dict|None=None, # flashspec-merged's gate settings (`merge_gate`); None: merged whole
-         ) -> dict:
+def bench(
+    # Spec-Bench records (`turns`, `category`, `question_id`)
+    target, tokenizer, draft, prompts:list[dict],
+    methods=("hf", "ar", "flashspec"), max_new_tokens:int=256, sampling:Sampling=Sampling(),
+    tree:TreeConfig=TreeConfig(), repeats:int=1, max_prompt_tokens:int|None=None,
+    progress:bool=True, meta:dict|None=None,
+    min_prob:float=0.0, # adaptive trees for the model drafter (see `run_method`)
+    # JSONL file: every finished question is appended; a rerun resumes from it
+    journal:str|Path|None=None,
+    engine:str="auto", compile:bool=False, # flashspec's forward (see `generate`)
+    adaptive:AdaptiveConfig|None=None, # `flashspec-adaptive`'s settings (None: the defaults)
+    # tree sizes padded to measured cheaper ones (`node_padding`; None: none)
+    pad_nodes:dict|None=None,
+    store:Drafter|None=None, # merged into flashspec-merged's trees as well (e.g. a `StoreDrafter`)
+    gate:dict|None=None, # flashspec-merged's gate settings (`merge_gate`); None: merged whole
+) -> dict:
     "Run `methods` over `prompts`; returns the results dict (see `summarize`)."
     from tqdm.auto import tqdm
     methods = list(methods)
     for m in methods:
-        if m not in METHODS: raise ValueError(f"Unknown method {m!r}; choose from {', '.join(METHODS)}.")
+        if m not in METHODS:
+            raise ValueError(f"Unknown method {m!r}; choose from {', '.join(METHODS)}.")
     if not prompts: raise ValueError("No prompts to run.")
     if repeats < 1: raise ValueError("repeats must be >= 1.")
     if len({q["question_id"] for q in prompts}) < len(prompts):
         raise ValueError("question_id must be unique within prompts.")
     records = []
-    if journal is not None:  # header line = the settings; then one record per answer, a question at a time
-        journal, config = Path(journal), _journal_config(methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens,
-                                                         min_prob, target, draft, engine, compile, adaptive,
-                                                         pad_nodes, store, gate)
+    # header line = the settings; then one record per answer, a question at a time
+    if journal is not None:
+        journal, config = Path(journal), _journal_config(
+            methods,
+            max_new_tokens,
+            sampling,
+            tree,
+            repeats,
+            max_prompt_tokens,
+            min_prob,
+            target,
+            draft,
+            engine,
+            compile,
+            adaptive,
+            pad_nodes,
+            store,
+            gate,
+        )
         if journal.exists(): records = _read_journal(journal, config, prompts, len(methods))
         # rewritten without any partly run question
-        atomic_write(journal, lambda tmp: Path(tmp).write_text(_jsonl([dict(journal=config)] + records)))
+        atomic_write(
+            journal, lambda tmp: Path(tmp).write_text(_jsonl([dict(journal=config)] + records))
+        )
     done = {r["question_id"] for r in records}
     warm = encode_chat(tokenizer, "Hi")
-    # hf-static's one cache size: the longest first turn and its answer (a longer later turn grows it once more)
-    first = max(len(encode_chat(tokenizer, q["turns"][:1], max_tokens=max_prompt_tokens)) for q in prompts)
-    kw = dict(min_prob=min_prob, engine=engine, compile=compile, adaptive=adaptive, pad_nodes=pad_nodes, store=store,
-              gate=gate, cache_len=bucket_slots(first + max_new_tokens))
-    first_call = {}  # s of each method's warm-up call: where a method compiles, the compile is in it
+    # hf-static's one cache size: the longest first turn and its answer (a longer later turn grows
+    # it once more)
+    first = max(
+        len(encode_chat(tokenizer, q["turns"][:1], max_tokens=max_prompt_tokens)) for q in prompts
+    )
+    kw = dict(
+        min_prob=min_prob,
+        engine=engine,
+        compile=compile,
+        adaptive=adaptive,
+        pad_nodes=pad_nodes,
+        store=store,
+        gate=gate,
+        cache_len=bucket_slots(first + max_new_tokens),
+    )
+    # s of each method's warm-up call: where a method compiles, the compile is in it
+    first_call = {}
     for m in methods: first_call[m] = run_method(m, target, draft, warm, 8, sampling, tree, **kw)[2]
     n_answers = sum(len(q["turns"]) for q in prompts) * len(methods)
-    bar = tqdm(total=n_answers, initial=len(records), desc="bench", disable=not progress, file=sys.stderr)
+    bar = tqdm(
+        total=n_answers, initial=len(records), desc="bench", disable=not progress, file=sys.stderr
+    )
     for qi, q in enumerate(prompts):
         if q["question_id"] in done: continue
         order = methods[qi % len(methods):] + methods[:qi % len(methods)]
@@ -170,14 +292,40 @@ def bench(target, tokenizer, draft, prompts:list[dict], # Spec-Bench records (`t
         new = []
         for ti in range(len(q["turns"])):
             for m in order:
-                ids = encode_chat(tokenizer, q["turns"][:ti + 1], answers=history[m], max_tokens=max_prompt_tokens)
-                runs = [run_method(m, target, draft, ids, max_new_tokens, sampling, tree, seed=1000 * qi + ti, **kw)
-                        for _ in range(repeats)]
+                ids = encode_chat(
+                    tokenizer,
+                    q["turns"][: ti + 1],
+                    answers=history[m],
+                    max_tokens=max_prompt_tokens,
+                )
+                runs = [
+                    run_method(
+                        m,
+                        target,
+                        draft,
+                        ids,
+                        max_new_tokens,
+                        sampling,
+                        tree,
+                        seed=1000 * qi + ti,
+                        **kw,
+                    )
+                    for _ in range(repeats)
+                ]
                 secs = [r[2] for r in runs]
                 out, st, _ = runs[0]
-                rec = dict(question_id=q["question_id"], category=q["category"], turn=ti, method=m,
-                           prompt_tokens=len(ids), tokens=out, seconds=statistics.median(secs),
-                           spread=(max(secs) - min(secs)) / statistics.median(secs) if repeats > 1 else None)
+                rec = dict(
+                    question_id=q["question_id"],
+                    category=q["category"],
+                    turn=ti,
+                    method=m,
+                    prompt_tokens=len(ids),
+                    tokens=out,
+                    seconds=statistics.median(secs),
+                    spread=(
+                        (max(secs) - min(secs)) / statistics.median(secs) if repeats > 1 else None
+                    ),
+                )
                 if st is not None: rec.update(st.as_dict(), drafted_depth=list(st.drafted_depth))
                 new.append(rec)
                 history[m].append(tokenizer.decode(out, skip_special_tokens=True))
@@ -187,7 +335,8 @@ def bench(target, tokenizer, draft, prompts:list[dict], # Spec-Bench records (`t
             with open(journal, "a") as f:
                 f.write(_jsonl(new)); f.flush(); os.fsync(f.fileno())
     bar.close()
-    order = {q["question_id"]: i for i, q in enumerate(prompts)}  # resumed or not, records in the prompts' order
+    # resumed or not, records in the prompts' order
+    order = {q["question_id"]: i for i, q in enumerate(prompts)}
     records.sort(key=lambda r: order[r["question_id"]])
     return summarize(records, methods, sampling, dict(meta or {}, first_call_s=first_call))
 
@@ -198,15 +347,25 @@ def _agg(recs, hf_tps, hf_out, greedy):
     fw = sum(r.get("target_forwards", 0) for r in recs)
     dep = sum(sum(r.get("drafted_depth", [])) for r in recs)
     acc = sum(sum(r.get("accepted", [])) for r in recs)
-    spec = any("target_forwards" in r and r.get("drafted_depth") and max(r["drafted_depth"]) > 0 for r in recs)
+    spec = any(
+        "target_forwards" in r and r.get("drafted_depth") and max(r["drafted_depth"]) > 0
+        for r in recs
+    )
     ident = None
     if greedy and hf_out:
         same = [r["tokens"] == hf_out.get((r["question_id"], r["turn"])) for r in recs]
         ident = sum(same) / len(same)
-    out = dict(answers=len(recs), tokens=tok, seconds=sec, tokens_per_s=tps, ms_per_token=1000 / tps if tps else None,
-               speedup_vs_hf=tps / hf_tps if hf_tps else None,
-               mean_accepted_tokens=tok / fw if spec and fw else None,
-               acceptance_rate=acc / dep if spec and dep else None, identical_to_hf=ident)
+    out = dict(
+        answers=len(recs),
+        tokens=tok,
+        seconds=sec,
+        tokens_per_s=tps,
+        ms_per_token=1000 / tps if tps else None,
+        speedup_vs_hf=tps / hf_tps if hf_tps else None,
+        mean_accepted_tokens=tok / fw if spec and fw else None,
+        acceptance_rate=acc / dep if spec and dep else None,
+        identical_to_hf=ident,
+    )
     if recs and "draft_s" in recs[0] and fw:
         out["round_ms"] = {k: 1000 * sum(r[k + "_s"] for r in recs) / fw
                            for k in ("draft", "forward", "accept", "commit", "overhead")}
@@ -214,19 +373,37 @@ def _agg(recs, hf_tps, hf_out, greedy):
     out["noise"] = statistics.median(spreads) if spreads else None
     return out
 
-def summarize(records:list[dict], methods:list[str], sampling:Sampling, meta:dict|None=None) -> dict:
+
+def summarize(
+    records: list[dict], methods: list[str], sampling: Sampling, meta: dict | None = None
+) -> dict:
     "Aggregate per-answer records into per-method and per-category results."
     greedy = sampling.greedy
-    by = lambda m, c=None: [r for r in records if r["method"] == m and (c is None or r["category"] == c)]
-    hf_out = {(r["question_id"], r["turn"]): r["tokens"] for r in by("hf")} if "hf" in methods else {}
-    res = dict(meta=dict(meta or {}, date=datetime.datetime.now().isoformat(timespec="seconds"),
-                         sampling=vars(sampling), torch=torch.__version__, transformers=transformers.__version__),
-               methods={}, per_category={}, records=records)
+    by = lambda m, c=None: [
+        r for r in records if r["method"] == m and (c is None or r["category"] == c)
+    ]
+    hf_out = (
+        {(r["question_id"], r["turn"]): r["tokens"] for r in by("hf")} if "hf" in methods else {}
+    )
+    res = dict(
+        meta=dict(
+            meta or {},
+            date=datetime.datetime.now().isoformat(timespec="seconds"),
+            sampling=vars(sampling),
+            torch=torch.__version__,
+            transformers=transformers.__version__,
+        ),
+        methods={},
+        per_category={},
+        records=records,
+    )
     hf_all = _agg(by("hf"), None, {}, False)["tokens_per_s"] if "hf" in methods else None
     for m in methods: res["methods"][m] = _agg(by(m), hf_all, hf_out, greedy)
-    if "hf-static" in methods:  # the strongest plain baseline (compiled on CUDA): speed-ups against it too
+    # the strongest plain baseline (compiled on CUDA): speed-ups against it too
+    if "hf-static" in methods:
         st = res["methods"]["hf-static"]["tokens_per_s"]
-        for r in res["methods"].values(): r["speedup_vs_hf_static"] = r["tokens_per_s"] / st if st else None
+        for r in res["methods"].values():
+            r["speedup_vs_hf_static"] = r["tokens_per_s"] / st if st else None
     for c in dict.fromkeys(r["category"] for r in records):
         hf_c = _agg(by("hf", c), None, {}, False)["tokens_per_s"] if "hf" in methods else None
         res["per_category"][c] = {m: _agg(by(m, c), hf_c, hf_out, greedy) for m in methods}
@@ -235,17 +412,25 @@ def summarize(records:list[dict], methods:list[str], sampling:Sampling, meta:dic
                       for m in methods if m.startswith("flashspec")}
     return res
 
+
 def table(res:dict) -> str:
     "The per-method results as a Markdown table."
     f = lambda x, p=2: "n/a" if x is None else f"{x:.{p}f}"
     st = any("speedup_vs_hf_static" in r for r in res["methods"].values())
-    rows = ["| method | tokens/s | ms/token | speed-up vs hf |" + (" vs hf-static |" if st else "") +
-            " tokens per target forward | acceptance | identical to hf |",
-            "| --- | --- | --- | --- |" + (" --- |" if st else "") + " --- | --- | --- |"]
+    rows = [
+        "| method | tokens/s | ms/token | speed-up vs hf |"
+        + (" vs hf-static |" if st else "")
+        + " tokens per target forward | acceptance | identical to hf |",
+        "| --- | --- | --- | --- |" + (" --- |" if st else "") + " --- | --- | --- |",
+    ]
     for m, r in res["methods"].items():
-        rows.append(f"| {m} | {f(r['tokens_per_s'], 1)} | {f(r['ms_per_token'], 1)} | {f(r['speedup_vs_hf'])}x | " +
-                    (f"{f(r.get('speedup_vs_hf_static'))}x | " if st else "") +
-                    f"{f(r['mean_accepted_tokens'])} | {f(r['acceptance_rate'], 3)} | {f(r['identical_to_hf'])} |")
+        rows.append(
+            f"| {m} | {f(r['tokens_per_s'], 1)} | {f(r['ms_per_token'], 1)} |"
+            f" {f(r['speedup_vs_hf'])}x | "
+            + (f"{f(r.get('speedup_vs_hf_static'))}x | " if st else "")
+            + f"{f(r['mean_accepted_tokens'])} | {f(r['acceptance_rate'], 3)} |"
+            f" {f(r['identical_to_hf'])} |"
+        )
     return "\n".join(rows)
 
 def category_table(res:dict, method:str="flashspec") -> str:
@@ -256,12 +441,16 @@ def category_table(res:dict, method:str="flashspec") -> str:
         r = ms.get(method)
         if r is None: continue
         f = lambda x: "n/a" if x is None else f"{x:.2f}"
-        rows.append(f"| {c} | {f(r['speedup_vs_hf'])}x | {f(r['mean_accepted_tokens'])} | {f(r['identical_to_hf'])} |")
+        rows.append(
+            f"| {c} | {f(r['speedup_vs_hf'])}x | {f(r['mean_accepted_tokens'])} |"
+            f" {f(r['identical_to_hf'])} |"
+        )
     return "\n".join(rows)
 
 # %% ../nbs/08_bench.ipynb #c140e984
 def plot(res:dict, methods=None, path=None):
-    "Speed-up per category (bars per method) and the histogram of accepted tokens per round; saved to `path`."
+    """Speed-up per category (bars per method) and the histogram of accepted tokens per round; saved
+    to `path`."""
     import matplotlib.pyplot as plt
     methods = [m for m in (methods or res["methods"]) if m != "hf"]
     cats = list(res["per_category"])
@@ -270,13 +459,22 @@ def plot(res:dict, methods=None, path=None):
     for i, m in enumerate(methods):
         speed = [res["per_category"][c][m]["speedup_vs_hf"] or 0 for c in cats]
         a.bar([j + i * w for j in range(len(cats))], speed, w, label=m)
-    a.axhline(1, color="k", lw=.8); a.set_xticks([j + w * (len(methods) - 1) / 2 for j in range(len(cats))])
-    a.set_xticklabels(cats, rotation=35, ha="right", fontsize=8); a.set_ylabel("speed-up vs hf"); a.legend(fontsize=7)
+    a.axhline(1, color="k", lw=.8)
+    a.set_xticks([j + w * (len(methods) - 1) / 2 for j in range(len(cats))])
+    a.set_xticklabels(cats, rotation=35, ha="right", fontsize=8)
+    a.set_ylabel("speed-up vs hf")
+    a.legend(fontsize=7)
     for m in methods:
         acc = [x for r in res["records"] if r["method"] == m for x in r.get("accepted", [])]
-        if acc and any(r.get("drafted_depth") and max(r["drafted_depth"]) for r in res["records"] if r["method"] == m):
+        if acc and any(
+            r.get("drafted_depth") and max(r["drafted_depth"])
+            for r in res["records"]
+            if r["method"] == m
+        ):
             b.hist(acc, bins=range(0, max(acc) + 2), alpha=.6, label=m, density=True)
-    b.set_xlabel("drafted tokens accepted per round"); b.set_ylabel("fraction of rounds"); b.legend(fontsize=7)
+    b.set_xlabel("drafted tokens accepted per round")
+    b.set_ylabel("fraction of rounds")
+    b.legend(fontsize=7)
     fig.suptitle(res["meta"].get("label", ""), fontsize=8); fig.tight_layout()
     if path: fig.savefig(path, dpi=90)
     return fig
@@ -285,28 +483,47 @@ def plot(res:dict, methods=None, path=None):
 def report(res:dict, # what `bench` returned (or its JSON)
            cmd:str|None=None, # the command that made it, shown with the home folder as `~`
           ) -> str:
-    "The run's tables, its speed-ups over `hf` and `ar`, per turn, and its round budget, as Markdown."
+    """The run's tables, its speed-ups over `hf` and `ar`, per turn, and its round budget, as
+    Markdown."""
     fm = res["methods"]
     spec = [m for m in fm if m.startswith("flashspec")]
     main = "flashspec-merged" if "flashspec-merged" in fm else (spec or list(fm))[-1]
     f = lambda x, p=2: "n/a" if x is None else f"{x:.{p}f}"
     parts = [f"{res['meta'].get('label', '')} ({res['meta']['date']})"]
-    if cmd: parts.append(f"`flashspec {cmd.replace(str(Path.home()), '~')}`: {res['meta'].get('n_questions', '?')} "
-                         f"questions, {fm[main]['answers']} answers per method")
+    if cmd:
+        parts.append(
+            f"`flashspec {cmd.replace(str(Path.home()), '~')}`:"
+            f" {res['meta'].get('n_questions', '?')} questions, {fm[main]['answers']} answers per"
+            " method"
+        )
     parts += [table(res), category_table(res, main)]
     vs_ar = lambda m: (f", {fm[m]['tokens_per_s'] / fm['ar']['tokens_per_s']:.2f}x ar"
                        if "ar" in fm and fm["ar"]["tokens_per_s"] else "")
-    if spec: parts.append("; ".join(f"{m} {f(fm[m]['speedup_vs_hf'])}x hf{vs_ar(m)}, "
-                                    f"identical to hf {f(fm[m]['identical_to_hf'], 3)}" for m in spec))
+    if spec:
+        parts.append(
+            "; ".join(
+                f"{m} {f(fm[m]['speedup_vs_hf'])}x hf{vs_ar(m)}, "
+                f"identical to hf {f(fm[m]['identical_to_hf'], 3)}"
+                for m in spec
+            )
+        )
     turns = sorted({r["turn"] for r in res["records"]})
     if len(turns) > 1 and "hf" in fm:
         by_turn = []
         for t in turns:
             sm = summarize([r for r in res["records"] if r["turn"] == t], list(fm), Sampling())
-            by_turn.append(f"turn {t + 1} ({sm['methods']['hf']['answers']} answers): " + ", ".join(
-                f"{m} {f(r['speedup_vs_hf'])}x" + (f" ({r['mean_accepted_tokens']:.2f} tokens per forward)"
-                                                   if r["mean_accepted_tokens"] else "")
-                for m, r in sm["methods"].items()))
+            by_turn.append(
+                f"turn {t + 1} ({sm['methods']['hf']['answers']} answers): "
+                + ", ".join(
+                    f"{m} {f(r['speedup_vs_hf'])}x"
+                    + (
+                        f" ({r['mean_accepted_tokens']:.2f} tokens per forward)"
+                        if r["mean_accepted_tokens"]
+                        else ""
+                    )
+                    for m, r in sm["methods"].items()
+                )
+            )
         parts.append("; ".join(by_turn))
     budget = [f"{m}: " + ", ".join(f"{k} {v:.1f}" for k, v in fm[m]["round_ms"].items())
               for m in fm if fm[m].get("round_ms")]
@@ -317,36 +534,65 @@ def report(res:dict, # what `bench` returned (or its JSON)
 def add_cli(sub):
     "Register `flashspec bench` on an argparse subparsers object."
     b = sub.add_parser("bench", help="Spec-Bench benchmark against baselines, in one process")
-    b.add_argument("--prompts", help="Spec-Bench-format JSONL (default: ../shared/data/specbench/question.jsonl)")
-    b.add_argument("--limit", type=int, help="at most N questions, taken round-robin over categories (a limit of at "
-                   "least the file's size runs all of it, interleaved)")
+    b.add_argument(
+        "--prompts",
+        help="Spec-Bench-format JSONL (default: ../shared/data/specbench/question.jsonl)",
+    )
+    b.add_argument(
+        "--limit",
+        type=int,
+        help=(
+            "at most N questions, taken round-robin over categories (a limit of at "
+            "least the file's size runs all of it, interleaved)"
+        ),
+    )
     b.add_argument("--categories", nargs="+")
-    b.add_argument("--methods", nargs="+", default=["hf", "hf-assisted", "hf-lookup", "ar", "flashspec", "flashspec-merged"],
-                   choices=METHODS, help="flashspec: the draft's tree alone; flashspec-merged: with prompt-lookup chains "
-                   "merged in under greedy decoding (the default drafter of generate and demo)")
+    b.add_argument(
+        "--methods",
+        nargs="+",
+        default=["hf", "hf-assisted", "hf-lookup", "ar", "flashspec", "flashspec-merged"],
+        choices=METHODS,
+        help=(
+            "flashspec: the draft's tree alone; flashspec-merged: with prompt-lookup chains "
+            "merged in under greedy decoding (the default drafter of generate and demo)"
+        ),
+    )
     b.add_argument("--temperature", type=float, default=0.0)
     b.add_argument("--top-k", type=int, default=0)
     b.add_argument("--top-p", type=float, default=1.0)
     b.add_argument("--repeats", type=int, default=1)
     b.add_argument("--out", default="results.json")
-    b.add_argument("--journal", help="append every finished question to this JSONL; rerunning the same command resumes "
-                   "from it (default: OUT.journal.jsonl; removed once OUT is written)")
+    b.add_argument(
+        "--journal",
+        help=(
+            "append every finished question to this JSONL; rerunning the same command resumes "
+            "from it (default: OUT.journal.jsonl; removed once OUT is written)"
+        ),
+    )
     b.add_argument("--plot", help="save the plots to this PNG")
     b.set_defaults(fn=cmd_bench)
     return b
 
 def cmd_bench(args):
-    "`flashspec bench`: run the benchmark from parsed options, write the results JSON and print the tables."
+    """`flashspec bench`: run the benchmark from parsed options, write the results JSON and print
+    the tables."""
     target, tok, draft = load_models(args)
     prompts = read_prompts(args.prompts, categories=args.categories, limit=args.limit)
     s = Sampling(args.temperature, args.top_k, args.top_p)
-    meta = dict(hardware=hardware(args.device), dtype=args.dtype, model=args.target or "SmolLM2-135M-Instruct (embedded)",
-                draft=args.draft_name,
-                tree=dict(name=args.tree_name, paths=args.tree.index_paths(), min_prob=args.min_prob),
-                max_new_tokens=args.max_new_tokens,
-                prompts=str(args.prompts or "Spec-Bench"), n_questions=len(prompts))
+    meta = dict(
+        hardware=hardware(args.device),
+        dtype=args.dtype,
+        model=args.target or "SmolLM2-135M-Instruct (embedded)",
+        draft=args.draft_name,
+        tree=dict(name=args.tree_name, paths=args.tree.index_paths(), min_prob=args.min_prob),
+        max_new_tokens=args.max_new_tokens,
+        prompts=str(args.prompts or "Spec-Bench"),
+        n_questions=len(prompts),
+    )
     meta["quantize"] = getattr(args, "quantize", None)  # INT8 method applied to the target, or None
-    meta.update(engine=args.engine, compile=args.compile, pad_nodes=getattr(args, "pad_nodes", None) or None)
+    meta.update(
+        engine=args.engine, compile=args.compile, pad_nodes=getattr(args, "pad_nodes", None) or None
+    )
     if getattr(args, "answer_store", None) and "flashspec-merged" not in args.methods:
         raise ValueError("--answer-store is merged into flashspec-merged's trees: add that method.")
     store = store_drafter(args, target.get_output_embeddings().weight.shape[0])
@@ -354,7 +600,8 @@ def cmd_bench(args):
         meta["answer_store"] = _store_config(store)
         meta["draft"] = f"{meta['draft']}; flashspec-merged with an answer store merged in"
     gate = merge_gate(args)
-    meta["merge_gate"] = bool(gate)  # flashspec-merged cuts chains that do not pay (`MergedDrafter`)
+    # flashspec-merged cuts chains that do not pay (`MergedDrafter`)
+    meta["merge_gate"] = bool(gate)
     adaptive = adaptive_config(args)
     if adaptive is None and "flashspec-adaptive" in args.methods: adaptive = AdaptiveConfig()
     if adaptive is not None: meta["adaptive"] = vars(adaptive)
@@ -363,18 +610,39 @@ def cmd_bench(args):
                      f"{meta['hardware']}, {datetime.date.today()}")
     needs_model = ("flashspec", "hf-assisted", "flashspec-merged", "flashspec-adaptive")
     if isinstance(draft, PromptLookupDrafter) and any(m in needs_model for m in args.methods):
-        raise ValueError("--lookup gives no draft model: use the flashspec-lookup / hf-lookup methods instead.")
+        raise ValueError(
+            "--lookup gives no draft model: use the flashspec-lookup / hf-lookup methods instead."
+        )
     journal = Path(args.journal or args.out + ".journal.jsonl")
     if journal.exists(): print(f"resuming from {journal}", file=sys.stderr)
-    res = bench(target, tok, draft, prompts, args.methods, args.max_new_tokens, s, args.tree,
-                args.repeats, meta=meta, min_prob=args.min_prob, journal=journal, engine=args.engine, compile=args.compile,
-                adaptive=adaptive, pad_nodes=getattr(args, "pad_nodes", None), store=store, gate=gate)
+    res = bench(
+        target,
+        tok,
+        draft,
+        prompts,
+        args.methods,
+        args.max_new_tokens,
+        s,
+        args.tree,
+        args.repeats,
+        meta=meta,
+        min_prob=args.min_prob,
+        journal=journal,
+        engine=args.engine,
+        compile=args.compile,
+        adaptive=adaptive,
+        pad_nodes=getattr(args, "pad_nodes", None),
+        store=store,
+        gate=gate,
+    )
     atomic_write(args.out, lambda tmp: Path(tmp).write_text(json.dumps(res, indent=1)))
     journal.unlink()
     print(meta["label"]); print(table(res))
     print("first call of each method (a warm-up; compiles where compiled): "
           + ", ".join(f"{m} {s:.1f} s" for m, s in res["meta"]["first_call_s"].items()))
-    for m in [x for x in ("flashspec", "flashspec-merged") if x in args.methods] or [args.methods[-1]]:
+    for m in [x for x in ("flashspec", "flashspec-merged") if x in args.methods] or [
+        args.methods[-1]
+    ]:
         print(); print(category_table(res, m))
     if args.plot: plot(res, path=args.plot)
     for m, summary in res["monitor"].items():  # one page a person can read per speculative method

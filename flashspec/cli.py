@@ -19,7 +19,8 @@ __all__ = ['cmd_generate', 'cmd_demo', 'parser', 'main']
 
 # %% ../nbs/09_cli.ipynb #df9fcf90
 def cmd_generate(args):
-    "`flashspec generate`: decode one conversation, streaming the text; the run's figures on stderr."
+    """`flashspec generate`: decode one conversation, streaming the text; the run's figures on
+    stderr."""
     target, tok, draft = load_models(args)
     ids = encode_chat(tok, args.prompt)
     printed = ""
@@ -30,41 +31,79 @@ def cmd_generate(args):
         text = tok.decode(so_far, skip_special_tokens=True)
         sys.stdout.write(text[len(printed):]); sys.stdout.flush(); printed = text
     s = Sampling(args.temperature, args.top_k, args.top_p)
-    out, st = generate(target, make_drafter(draft, args), ids, args.max_new_tokens, sampling=s, seed=args.seed,
-                       streamer=stream, engine=args.engine, compile=args.compile, pad_nodes=args.pad_nodes)
+    out, st = generate(
+        target,
+        make_drafter(draft, args),
+        ids,
+        args.max_new_tokens,
+        sampling=s,
+        seed=args.seed,
+        streamer=stream,
+        engine=args.engine,
+        compile=args.compile,
+        pad_nodes=args.pad_nodes,
+    )
     sys.stdout.write("\n")
     acc = "n/a" if st.acceptance_rate is None else f"{st.acceptance_rate:.2f}"
-    print(f"[{st.new_tokens} tokens, {st.ms_per_token:.1f} ms/token, {st.mean_accepted_length:.2f} tokens per target "
-          f"forward, acceptance {acc}]", file=sys.stderr)
+    print(
+        f"[{st.new_tokens} tokens, {st.ms_per_token:.1f} ms/token, {st.mean_accepted_length:.2f}"
+        f" tokens per target forward, acceptance {acc}]",
+        file=sys.stderr,
+    )
     return 0
 
 # %% ../nbs/09_cli.ipynb #fbae5bf6
 def cmd_demo(args):
-    "`flashspec demo`: plain against speculative decoding on a few Spec-Bench prompts, outputs checked identical."
+    """`flashspec demo`: plain against speculative decoding on a few Spec-Bench prompts, outputs
+    checked identical."""
     target, tok, draft = load_models(args)
     prompts = [dict(q, turns=q["turns"][:1]) for q in read_prompts(args.prompts, limit=args.n)]
     name = args.target or "SmolLM2-135M-Instruct (embedded)"
     q = f", {args.quantize}" if args.quantize else ""
     mp = f", adaptive (min_prob {args.min_prob:g})" if args.min_prob else ""
-    label = (f"flashspec demo, {datetime.date.today()}: target {name}, {args.dtype}{q}; draft: {args.draft_name}; "
-             f"{args.tree_name}{mp}; {len(prompts)} Spec-Bench prompts, greedy, max {args.max_new_tokens} new tokens; "
-             f"{hardware(args.device)}")
+    label = (
+        f"flashspec demo, {datetime.date.today()}: target {name}, {args.dtype}{q}; draft:"
+        f" {args.draft_name}; {args.tree_name}{mp}; {len(prompts)} Spec-Bench prompts, greedy, max"
+        f" {args.max_new_tokens} new tokens; {hardware(args.device)}"
+    )
     print(label)
     adaptive = adaptive_config(args)
     if adaptive is not None: print(f"flashspec-adaptive: {adaptive}")
-    methods = (["hf", "ar", "flashspec"] + ([] if args.lookup else ["flashspec-lookup", "flashspec-merged"])
-               + ([] if adaptive is None or args.lookup else ["flashspec-adaptive"]))
-    res = bench(target, tok, draft, prompts, methods, args.max_new_tokens, tree=args.tree,
-                meta=dict(label=label), min_prob=args.min_prob, engine=args.engine, compile=args.compile,
-                adaptive=adaptive, pad_nodes=args.pad_nodes, gate=merge_gate(args))
+    methods = (
+        ["hf", "ar", "flashspec"]
+        + ([] if args.lookup else ["flashspec-lookup", "flashspec-merged"])
+        + ([] if adaptive is None or args.lookup else ["flashspec-adaptive"])
+    )
+    res = bench(
+        target,
+        tok,
+        draft,
+        prompts,
+        methods,
+        args.max_new_tokens,
+        tree=args.tree,
+        meta=dict(label=label),
+        min_prob=args.min_prob,
+        engine=args.engine,
+        compile=args.compile,
+        adaptive=adaptive,
+        pad_nodes=args.pad_nodes,
+        gate=merge_gate(args),
+    )
     print(table(res))
     bad = [m for m, r in res["methods"].items() if r["identical_to_hf"] != 1.0]
     if bad:
         if getattr(target, "flashspec_batch_invariant", None) is False:
-            print(f"Outputs differ from hf for {bad}: expected here, since the {args.quantize} target is not "
-                  "batch-invariant "
-                  "on this machine (see the warning above), so it is not one fixed function for speculation to reproduce.")
-        else: print(f"OUTPUTS DIFFER from hf for {bad}: this is a bug (greedy speculative decoding must be lossless).")
+            print(
+                f"Outputs differ from hf for {bad}: expected here, since the {args.quantize} target"
+                " is not batch-invariant on this machine (see the warning above), so it is not one"
+                " fixed function for speculation to reproduce."
+            )
+        else:
+            print(
+                f"OUTPUTS DIFFER from hf for {bad}: this is a bug (greedy speculative decoding must"
+                " be lossless)."
+            )
         return 1
     print(f"All {len(prompts)} answers of every method are token-identical to hf.")
     return 0
@@ -72,18 +111,27 @@ def cmd_demo(args):
 # %% ../nbs/09_cli.ipynb #33594f7c
 def parser() -> argparse.ArgumentParser:
     "The `flashspec` command line: `generate`, `demo`, `bench`, `distill-data`, `distill`."
-    ap = argparse.ArgumentParser(prog="flashspec", description="Lossless tree speculative decoding.")
+    ap = argparse.ArgumentParser(
+        prog="flashspec", description="Lossless tree speculative decoding."
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("generate", help="decode one prompt, streaming the text")
-    g.add_argument("--prompt", required=True, action="append", help="user turn (repeat for several turns)")
+    g.add_argument(
+        "--prompt", required=True, action="append", help="user turn (repeat for several turns)"
+    )
     model_args(g)
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--top-k", type=int, default=0)
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--seed", type=int, default=None)
     g.set_defaults(fn=cmd_generate)
-    d = sub.add_parser("demo", help="plain vs speculative decoding on a few Spec-Bench prompts, checked identical")
-    d.add_argument("--prompts", help="Spec-Bench-format JSONL (default: ../shared/data/specbench/question.jsonl)")
+    d = sub.add_parser(
+        "demo", help="plain vs speculative decoding on a few Spec-Bench prompts, checked identical"
+    )
+    d.add_argument(
+        "--prompts",
+        help="Spec-Bench-format JSONL (default: ../shared/data/specbench/question.jsonl)",
+    )
     d.add_argument("--n", type=int, default=6, help="number of prompts, spread over categories")
     model_args(d)
     d.set_defaults(fn=cmd_demo, max_new_tokens=96)
@@ -93,7 +141,8 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 def main(argv=None) -> int:
-    "Run the command line on `argv` (default: `sys.argv`); returns the exit code (2 for a bad input, with a one-line error)."
+    """Run the command line on `argv` (default: `sys.argv`); returns the exit code (2 for a bad
+    input, with a one-line error)."""
     args = parser().parse_args(argv)
     try: return args.fn(args)
     except (ValueError, FileNotFoundError) as e:

@@ -15,18 +15,22 @@ SPECBENCH = "specbench/question.jsonl"
 DISTILL = "distill/prompts.jsonl"
 
 def data_dir() -> Path:
-    "The folder holding the prompt sets: `$FLASHSPEC_DATA`, or the nearest `shared/data` beside a parent directory."
+    """The folder holding the prompt sets: `$FLASHSPEC_DATA`, or the nearest `shared/data` beside a
+    parent directory."""
     env = os.environ.get("FLASHSPEC_DATA")
     if env: return Path(env)
     here = Path.cwd().resolve()
     for d in [here, *here.parents]:
         for cand in (d/"shared"/"data", d.parent/"shared"/"data"):
             if (cand/SPECBENCH).exists(): return cand
-    raise FileNotFoundError("Prompt sets not found: pass a path, set $FLASHSPEC_DATA, or run beside ../shared/data.")
+    raise FileNotFoundError(
+        "Prompt sets not found: pass a path, set $FLASHSPEC_DATA, or run beside ../shared/data."
+    )
 
 def read_prompts(path:str|Path|None=None, # a JSONL file; None = Spec-Bench from `data_dir()`
                  categories:list|None=None, # keep only these categories
-                 limit:int|None=None, # at most this many, spread evenly over the file's categories (round-robin order)
+                 # at most this many, spread evenly over the file's categories (round-robin order)
+                 limit:int|None=None,
                 ) -> list[dict]:
     "Read a Spec-Bench-format prompt file (`turns`, optional `question_id`, `category`), validated."
     path = Path(path) if path is not None else data_dir()/SPECBENCH
@@ -36,9 +40,10 @@ def read_prompts(path:str|Path|None=None, # a JSONL file; None = Spec-Bench from
         for i, line in enumerate(f, 1):
             if not line.strip(): continue
             try: r = json.loads(line)
-            except json.JSONDecodeError as e: raise ValueError(f"{path}:{i}: not JSON ({e.msg}).") from None
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{i}: not JSON ({e.msg}).") from None
             turns = r.get("turns")
-            if not isinstance(turns, list) or not turns or not all(isinstance(t, str) for t in turns):
+            if not (isinstance(turns, list) and turns and all(isinstance(t, str) for t in turns)):
                 raise ValueError(f"{path}:{i}: `turns` must be a non-empty list of strings.")
             r.setdefault("question_id", r.get("id", i)); r.setdefault("category", "all")
             rows.append(r)
@@ -47,8 +52,9 @@ def read_prompts(path:str|Path|None=None, # a JSONL file; None = Spec-Bench from
         bad = set(categories) - known
         if bad: raise ValueError(f"Unknown categories {sorted(bad)}; the file has {sorted(known)}.")
         rows = [r for r in rows if r["category"] in categories]
-    if limit is not None:  # round-robin over categories, in file order: even a limit >= the file's size reorders,
-        # so that a long run stopped early (or read while it runs) is a fair sample of every category
+    # round-robin over categories, in file order: even a limit >= the file's size reorders, so that
+    # a long run stopped early (or read while it runs) is a fair sample of every category
+    if limit is not None:
         by = {}
         for r in rows: by.setdefault(r["category"], []).append(r)
         out, k, n = [], 0, min(limit, len(rows))

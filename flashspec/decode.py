@@ -26,63 +26,80 @@ __all__ = ['Draft', 'Drafter', 'TreeDrafter', 'ModelDrafter', 'PromptLookupDraft
 # %% ../nbs/07_decode.ipynb #02cc599b
 @dataclass
 class Draft:
-    "A proposed tree: its shape, its tokens (root first) and the drafter's distributions at parent nodes."
+    """A proposed tree: its shape, its tokens (root first) and the drafter's distributions at parent
+    nodes."""
     tree:Tree
     tokens:torch.Tensor # (N,) level order, tokens[0] = root
-    q:torch.Tensor|None=None # (N, V) drafter's sampling distribution after each node (rows of leaves unused)
+    # (N, V) drafter's sampling distribution after each node (rows of leaves unused)
+    q:torch.Tensor|None=None
 
 class Drafter:
     "Base drafter: proposes nothing (plain autoregressive decoding)."
-    proposal = "delta"  # how siblings are drawn under sampling: "without_replacement", "iid" or "delta"
+    # how siblings are drawn under sampling: "without_replacement", "iid" or "delta"
+    proposal = "delta"
     feature_layers:tuple = ()  # target hidden-state indices `propose` reads (see above); () = none
-    max_nodes = 1  # the most nodes (root included) a proposed tree may have: sizes the static caches
+    # the most nodes (root included) a proposed tree may have: sizes the static caches
+    max_nodes = 1
     def start(self, prompt:torch.Tensor, max_len:int) -> None:
         "A new request: `prompt` (L,) token ids; the context will never exceed `max_len` tokens."
     def propose(self, context:torch.Tensor, # (n,) committed tokens; context[-1] is the root
                 sampling:Sampling, generator:torch.Generator|None=None,
-                hidden:torch.Tensor|None=None, # (m, len(feature_layers) * d) the target's features at the m
-                                               # committed positions not seen yet, if `feature_layers`
+                # (m, len(feature_layers) * d) the target's features at the m committed positions
+                # not seen yet, if `feature_layers`
+                hidden:torch.Tensor|None=None,
                ) -> Draft:
         "Propose a tree rooted at `context[-1]`: the base drafter proposes the root alone."
         return Draft(compile_tree(()), context[-1:].clone())
     def accepted(self, n_drafted:int, n_accepted:int) -> None:
-        "Told after each round how deep the tree was and how many drafted tokens the target accepted."
+        """Told after each round how deep the tree was and how many drafted tokens the target
+        accepted."""
 
 # %% ../nbs/07_decode.ipynb #46fb1f4a
 class TreeDrafter(Drafter):
-    "A drafter that grows a `TreeConfig`-shaped tree level by level from its distribution at each node."
+    """A drafter that grows a `TreeConfig`-shaped tree level by level from its distribution at each
+    node."""
     proposal = "without_replacement"
     def __init__(self, tree:TreeConfig=TreeConfig(),
                  vocab=None, # token ids proposed from (sorted `(S,)`); None = the whole vocabulary
                  V:int=0, # the target's vocabulary size
-                 min_prob:float=0.0, # adaptive tree: propose only where the drafter is at least this confident (see below)
+                 # adaptive tree: propose only where the drafter is at least this confident (see
+                 # below)
+                 min_prob:float=0.0,
                 ):
         if not 0 <= min_prob < 1: raise ValueError(f"min_prob must be in [0, 1), got {min_prob}.")
         self.shape, self.min_prob, self.V = tree, min_prob, V
         self.tree = compile_tree(tree.index_paths())
         self.max_nodes = self.tree.n_nodes
-        self.vocab = None if vocab is None else torch.as_tensor(vocab, dtype=torch.long).unique().cpu()  # (S,) sorted
+        # (S,) sorted
+        self.vocab = (None if vocab is None
+                      else torch.as_tensor(vocab, dtype=torch.long).unique().cpu())
         if self.vocab is not None:
             if len(self.vocab) == 0 or int(self.vocab[0]) < 0 or int(self.vocab[-1]) >= V:
                 raise ValueError(f"vocab must be non-empty token ids in 0..{V - 1}.")
             widest = max((len(c) for c in self.tree.children), default=0)
             if widest > len(self.vocab):
-                raise ValueError(f"A node has {widest} children but vocab has {len(self.vocab)} tokens.")
+                raise ValueError(
+                    f"A node has {widest} children but vocab has {len(self.vocab)} tokens.")
 
-    def _tokens(self, pick): return pick if self.vocab is None else self.vocab[pick]  # head index -> token id
+    def _tokens(
+        # head index -> token id
+        self, pick): return pick if self.vocab is None else self.vocab[pick]
 
     def set_tree(self, paths:tuple) -> None:
-        "Propose trees of these index paths from the next round on (a per-request budget); at most `max_nodes` nodes."
+        """Propose trees of these index paths from the next round on (a per-request budget); at most
+        `max_nodes` nodes."""
         t = compile_tree(tuple(paths))
-        if t.n_nodes > self.max_nodes: raise ValueError(f"A tree of {t.n_nodes} nodes exceeds max_nodes={self.max_nodes}.")
+        if t.n_nodes > self.max_nodes:
+            raise ValueError(f"A tree of {t.n_nodes} nodes exceeds max_nodes={self.max_nodes}.")
         self.tree = t
 
     def root_logits(self, context, hidden) -> torch.Tensor|None:
-        "(S,) the drafter's logits after the root (its head's indices), having taken in the new context; None = no proposal."
+        """(S,) the drafter's logits after the root (its head's indices), having taken in the new
+        context; None = no proposal."""
         raise NotImplementedError
     def node_logits(self, nodes:list[int], toks:torch.Tensor, n:int) -> torch.Tensor:
-        ("(len(nodes), S) logits after each of `nodes` (tree indices, one level), given the tree's tokens"
-         " `toks` and `n` committed.")
+        """(len(nodes), S) logits after each of `nodes` (tree indices, one level), given the tree's
+        tokens `toks` and `n` committed."""
         raise NotImplementedError
 
     @torch.no_grad()
@@ -92,7 +109,8 @@ class TreeDrafter(Drafter):
         if root is None: return Drafter.propose(self, context, sampling, generator, hidden)
         n = len(context)
         toks = torch.zeros(t.n_nodes, dtype=torch.long); toks[0] = context[-1]
-        q = None if sampling.greedy else torch.zeros(t.n_nodes, self.V)  # (N, V): zero outside the subset
+        # (N, V): zero outside the subset
+        q = None if sampling.greedy else torch.zeros(t.n_nodes, self.V)
         logits = {0: root.float().cpu()}
         live = {0}  # nodes proposed so far (all of them unless `min_prob` prunes)
         for d in range(t.max_depth):
@@ -102,43 +120,56 @@ class TreeDrafter(Drafter):
                 if sampling.greedy:
                     top = logits[u].topk(len(kids))
                     pick = top.indices
-                    if self.min_prob:  # keep the children the drafter gives at least min_prob: a prefix of the ranks
-                        pu = top.values.sub(logits[u].logsumexp(-1)).exp()  # (c,) their probabilities
+                    # keep the children the drafter gives at least min_prob: a prefix of the ranks
+                    if self.min_prob:
+                        # (c,) their probabilities
+                        pu = top.values.sub(logits[u].logsumexp(-1)).exp()
                         kids = kids[:int((pu >= self.min_prob).sum())]; pick = pick[:len(kids)]
                 else:
-                    qu = probs(logits[u], sampling)  # (S,) the drafter's sampling distribution over its head
-                    # under sampling, whether u gets children is decided from q_u before any draw, so the
-                    # children are still draws from q_u (what verification assumes)
+                    # (S,) the drafter's sampling distribution over its head
+                    qu = probs(logits[u], sampling)
+                    # under sampling, whether u gets children is decided from q_u before any draw,
+                    # so the children are still draws from q_u (what verification assumes)
                     if self.min_prob and float(qu.max()) < self.min_prob: continue
-                    m = min(len(kids), int((qu > 0).sum()))  # top-k / top-p may leave fewer tokens than children
+                    # top-k / top-p may leave fewer tokens than children
+                    m = min(len(kids), int((qu > 0).sum()))
                     pick = torch.multinomial(qu, m, replacement=False, generator=generator)
-                    pick = torch.cat([pick, pick[-1:].repeat(len(kids) - m)])  # fillers: skipped by verification
+                    # fillers: skipped by verification
+                    pick = torch.cat([pick, pick[-1:].repeat(len(kids) - m)])
                     if self.vocab is None: q[u] = qu
                     else: q[u, self.vocab] = qu
                 if not kids: continue
                 toks[list(kids)] = self._tokens(pick)
                 live.update(kids)
             # the next level's live nodes that have children: their distributions
-            nxt = [c for c in t.levels[d + 1] if c in live and t.children[c]] if d + 1 <= t.max_depth else []
+            nxt = ([c for c in t.levels[d + 1] if c in live and t.children[c]]
+                   if d + 1 <= t.max_depth else [])
             if not nxt: continue
             lg = self.node_logits(nxt, toks, n).float().cpu()
             for j, c in enumerate(nxt): logits[c] = lg[j]
         if len(live) == t.n_nodes: return Draft(t, toks, q)
-        keep = sorted(live)  # the pruned tree: node order (level order, by rank) is the full tree's, restricted
-        return Draft(compile_tree(tuple(t.paths[i - 1] for i in keep[1:])), toks[keep], None if q is None else q[keep])
+        # the pruned tree: node order (level order, by rank) is the full tree's, restricted
+        keep = sorted(live)
+        return Draft(compile_tree(tuple(t.paths[i - 1] for i in keep[1:])), toks[keep],
+                     None if q is None else q[keep])
 
 class ModelDrafter(TreeDrafter):
-    "Draft a `TreeConfig`-shaped tree with a small causal LM `draft` that shares the target's vocabulary."
+    """Draft a `TreeConfig`-shaped tree with a small causal LM `draft` that shares the target's
+    vocabulary."""
     def __init__(self, draft, tree:TreeConfig=TreeConfig(),
-                 vocab=None, # token ids the draft may propose (default: `draft.draft_vocab` if set, else all)
-                 min_prob:float=0.0, # adaptive tree: propose only where the draft is at least this confident (see below)
+                 # token ids the draft may propose (default: `draft.draft_vocab` if set, else all)
+                 vocab=None,
+                 # adaptive tree: propose only where the draft is at least this confident (see
+                 # below)
+                 min_prob:float=0.0,
                 ):
         check_supported(draft)
         W = draft.get_output_embeddings().weight  # (V, d)
         if vocab is None: vocab = getattr(draft, "draft_vocab", None)
         super().__init__(tree, vocab, W.shape[0], min_prob)
         self.draft, self.cache, self.seen = draft, None, 0
-        if self.vocab is not None: self.head_w = W.detach()[self.vocab.to(W.device)]  # (S, d): indexing copies the rows
+        # (S, d): indexing copies the rows
+        if self.vocab is not None: self.head_w = W.detach()[self.vocab.to(W.device)]
         self.lm_head = draft.get_output_embeddings()
 
     def head(self, h):  # (B, T, d) -> (B, T, S) logits over the subset (S = V without one)
@@ -151,10 +182,11 @@ class ModelDrafter(TreeDrafter):
     def root_logits(self, context, hidden):
         new = context[self.seen:]  # tokens the draft has not processed yet (root included)
         self.cache.lengths.fill_(self.seen)
-        lg = append(self.draft, self.cache, new[None], head=lambda h: self.head(h[:, -1:]))[0, -1]  # (S,)
+        # (S,)
+        lg = append(self.draft, self.cache, new[None], head=lambda h: self.head(h[:, -1:]))[0, -1]
         self.seen = n = len(context)
-        # the whole tree's bias and positions, root at slot n - 1 after the n - 1 tokens before it; each level's
-        # forward takes the rows of its nodes: (1, 1, N, max_len) and (1, N)
+        # the whole tree's bias and positions, root at slot n - 1 after the n - 1 tokens before it;
+        # each level's forward takes the rows of its nodes: (1, 1, N, max_len) and (1, N)
         tb = batch_trees([self.tree], [torch.zeros(self.tree.n_nodes, dtype=torch.long)])
         self._bias, self._pos = tree_bias(torch.tensor([n - 1]), tb,
                                           n - 1, self.cache.max_len, self.cache.keys[0].dtype)
@@ -163,8 +195,15 @@ class ModelDrafter(TreeDrafter):
     def node_logits(self, nodes, toks, n):
         idx = torch.tensor(nodes)
         slots = n - 1 + idx  # node i lives at slot n - 1 + i; the root (node 0) is slot n - 1
-        return forward(self.draft, self.cache, toks[idx][None], self._pos[:, idx], slots, self._bias[:, :, idx],
-                       head=self.head)[0]
+        return forward(
+            self.draft,
+            self.cache,
+            toks[idx][None],
+            self._pos[:, idx],
+            slots,
+            self._bias[:, :, idx],
+            head=self.head,
+        )[0]
 
 # %% ../nbs/07_decode.ipynb #857e9db3
 class PromptLookupDrafter(Drafter):
@@ -188,14 +227,18 @@ class PromptLookupDrafter(Drafter):
 
 # %% ../nbs/07_decode.ipynb #102b15a6
 def merge_drafts(a:Draft, b:Draft) -> Draft:
-    "The union of two token trees with the same root, merged as a trie (greedy verification only: `q` is dropped)."
-    if int(a.tokens[0]) != int(b.tokens[0]): raise ValueError("Drafts to merge must share their root token.")
-    kids = {0: {}}  # node -> {token: child node} of the merged tree, nodes numbered as a's, then new ones
+    """The union of two token trees with the same root, merged as a trie (greedy verification only:
+    `q` is dropped)."""
+    if int(a.tokens[0]) != int(b.tokens[0]):
+        raise ValueError("Drafts to merge must share their root token.")
+    # node -> {token: child node} of the merged tree, nodes numbered as a's, then new ones
+    kids = {0: {}}
     path = {0: ()}  # node -> index path
     tok = {0: int(a.tokens[0])}
     for i in range(1, a.tree.n_nodes):
         par, t = int(a.tree.parent[i]), int(a.tokens[i])
-        if par not in kids or t in kids[par]: continue  # a duplicate sibling (a sampling filler) and its subtree: dropped
+        # a duplicate sibling (a sampling filler) and its subtree: dropped
+        if par not in kids or t in kids[par]: continue
         kids[par][t] = i; kids[i] = {}; path[i] = path[par] + (len(kids[par]) - 1,); tok[i] = t
     nxt = a.tree.n_nodes
     for leaf in b.tree.retrieve.tolist():  # every root-to-leaf path of b
@@ -204,7 +247,11 @@ def merge_drafts(a:Draft, b:Draft) -> Draft:
             if j < 0: break
             t = int(b.tokens[j])
             if t not in kids[u]:
-                kids[u][t] = nxt; kids[nxt] = {}; path[nxt] = path[u] + (len(kids[u]) - 1,); tok[nxt] = t; nxt += 1
+                kids[u][t] = nxt
+                kids[nxt] = {}
+                path[nxt] = path[u] + (len(kids[u]) - 1,)
+                tok[nxt] = t
+                nxt += 1
             u = kids[u][t]
     tree = compile_tree(tuple(path[i] for i in path if i))
     by_path = {path[i]: tok[i] for i in path}
@@ -225,14 +272,17 @@ def cut_draft(d:Draft, depth:int) -> Draft:
     return Draft(tree, torch.tensor([int(d.tokens[0])] + [by[p] for p in tree.paths]))
 
 class DepthStats:
-    "How often a drafter's trees matched the tokens committed after them, per depth (greedy, decayed)."
+    """How often a drafter's trees matched the tokens committed after them, per depth (greedy,
+    decayed)."""
     def __init__(self, depth:int, # deepest depth tracked
                  prior:float=0.5, # each depth's rate starts here ...
                  weight:float=2.0, # ... worth this many trees
-                 decay:float=0.95): # older trees count less: the rate follows the request's current stretch
+                 # older trees count less: the rate follows the request's current stretch
+                 decay:float=0.95):
         self.prior, self.weight, self.decay = prior, weight, decay
         self.hit, self.seen = np.zeros(depth), np.zeros(depth)
-        self.pending = []  # [where its depth-1 token lands, token paths, their prefixes, depth matched]
+        # [where its depth-1 token lands, token paths, their prefixes, depth matched]
+        self.pending = []
 
     def add(self, start:int, # where the tree's depth-1 token lands in the context (its length now)
             d:Draft):
@@ -241,7 +291,8 @@ class DepthStats:
         if paths: self.pending.append([start, paths, {p[:-1] for p in paths}, 0])
 
     def resolve(self, context:torch.Tensor):
-        "Score the tracked trees on the tokens committed since (`context`: all); drop the decided ones."
+        """Score the tracked trees on the tokens committed since (`context`: all); drop the decided
+        ones."""
         if not self.pending: return
         lo, keep = min(p[0] for p in self.pending), []
         ctx = context[lo:].tolist()
@@ -273,16 +324,19 @@ class DepthStats:
 def gate_depth(model:Draft, # the tree merged so far (the model's, with any earlier source's)
                other:Draft, # a source's tree to merge in
                expected:float, # tokens a round of `model` yields (the bonus included)
-               reach:np.ndarray, # (depth,) the chance `other` matches to depth 1.. (`DepthStats.reach`)
+               # (depth,) the chance `other` matches to depth 1.. (`DepthStats.reach`)
+               reach:np.ndarray,
                round_ms, # round_ms(N) -> ms of a round whose forward has N nodes (all included)
               ) -> tuple[int, float]:
-    "`(depth, gain)`: where to cut `other` for the most expected tokens per ms, and the tokens it adds."
+    """`(depth, gain)`: where to cut `other` for the most expected tokens per ms, and the tokens it
+    adds."""
     have, theirs = set(draft_token_paths(model)), draft_token_paths(other)
     by_depth, new = Counter(map(len, theirs)), Counter(len(p) for p in theirs if p not in have)
     n = model.tree.n_nodes
     best, best_rate, gain = (0, 0.0), expected / round_ms(n), 0.0
     for L in range(1, other.tree.max_depth + 1):
-        # one right token per position (greedy): a new node's match adds to the model's, never overlaps
+        # one right token per position (greedy): a new node's match adds to the model's, never
+        # overlaps
         gain += float(reach[L - 1]) * new[L] / by_depth[L]
         n += new[L]
         rate = (expected + gain) / round_ms(n)
@@ -290,26 +344,36 @@ def gate_depth(model:Draft, # the tree merged so far (the model's, with any earl
     return best
 
 class MergedDrafter(Drafter):
-    "A model drafter's tree with lookup chains (and a store's tree) merged in (greedy; sampling: the model's)."
+    """A model drafter's tree with lookup chains (and a store's tree) merged in (greedy; sampling:
+    the model's)."""
     def __init__(self, model:ModelDrafter, # the draft model's tree drafter
-                 lookup:PromptLookupDrafter|None=None, # default: chains of 6 after a 3- or 4-gram match
+                 # default: chains of 6 after a 3- or 4-gram match
+                 lookup:PromptLookupDrafter|None=None,
                  store:Drafter|None=None, # e.g. a `StoreDrafter` (below): its tree merged in too
-                 costs:dict|None=None, # the cost model's figures (`tree_costs`): each source's tree is
-                                       # cut to the depth that pays (`gate_depth`); None: merged whole
-                 pad_nodes:dict|None=None, # {N: M} the forward sizes `generate` pads to (with `costs`)
+                 # the cost model's figures (`tree_costs`): each source's tree is cut to the depth
+                 # that pays (`gate_depth`); None: merged whole
+                 costs:dict|None=None,
+                 # {N: M} the forward sizes `generate` pads to (with `costs`)
+                 pad_nodes:dict|None=None,
                 ):
-        self.model, self.lookup = model, lookup or PromptLookupDrafter(depth=6, max_ngram=4, min_ngram=3)
+        self.model, self.lookup = model, lookup or PromptLookupDrafter(
+            depth=6, max_ngram=4, min_ngram=3
+        )
         self.store, self.costs = store, costs
         self.pad = {int(k): int(v) for k, v in (pad_nodes or {}).items()}
-        if costs is not None: self._verify, self._round = _interp(costs["verify"]), _interp(costs["round"])
+        if costs is not None:
+            self._verify, self._round = _interp(costs["verify"]), _interp(costs["round"])
         self.proposal, self.feature_layers = model.proposal, model.feature_layers
-        self.max_nodes = model.max_nodes + self.lookup.max_nodes - 1 + (store.max_nodes - 1 if store else 0)
+        self.max_nodes = (
+            model.max_nodes + self.lookup.max_nodes - 1 + (store.max_nodes - 1 if store else 0)
+        )
         self.gated = Counter()  # source -> rounds its tree was cut short or left out (with `costs`)
 
     def start(self, prompt, max_len):
         for d in (self.model, self.lookup, self.store):
             if d is not None: d.start(prompt, max_len)
-        self.stats = {k: DepthStats(self.max_nodes) for k in ("model", "lookup", "store")}  # per request
+        # per request
+        self.stats = {k: DepthStats(self.max_nodes) for k in ("model", "lookup", "store")}
 
     def round_ms(self, n_nodes:int, depth:int) -> float:
         "The cost model's ms for a round: `depth` draft steps, a forward of `n_nodes` (padded)."
@@ -342,12 +406,16 @@ class MergedDrafter(Drafter):
 
 # %% ../nbs/07_decode.ipynb #0d3b5350
 class AnswerStore:
-    "An n-gram index over token rows (e.g. the target's own answers): what followed each n-gram, for drafting."
-    def __init__(self, rows, # token-id sequences, each indexed on its own (nothing crosses into the next row)
-                 ngrams=(4, 3, 2), # suffix lengths indexed; a lookup tries the longest first
-                ):
+    """An n-gram index over token rows (e.g. the target's own answers): what followed each n-gram,
+    for drafting."""
+    def __init__(
+        # token-id sequences, each indexed on its own (nothing crosses into the next row)
+        self, rows,
+        ngrams=(4, 3, 2), # suffix lengths indexed; a lookup tries the longest first
+    ):
         ngrams = tuple(sorted(set(ngrams), reverse=True))
-        if not ngrams or ngrams[-1] < 1: raise ValueError(f"ngrams must be positive lengths, got {ngrams}.")
+        if not ngrams or ngrams[-1] < 1:
+            raise ValueError(f"ngrams must be positive lengths, got {ngrams}.")
         parts = []
         for r in rows:
             r = np.asarray(r, dtype=np.int64).ravel()
@@ -355,15 +423,18 @@ class AnswerStore:
             parts += [r, np.array([-1])]  # -1 ends a row
         if not parts: raise ValueError("An AnswerStore needs at least one row.")
         self.tokens = np.concatenate(parts)  # (T,) the rows, each followed by -1
-        self.base = int(self.tokens.max()) + 1  # a key = the n-gram's tokens as a base-`base` number
+        # a key = the n-gram's tokens as a base-`base` number
+        self.base = int(self.tokens.max()) + 1
         if self.base ** ngrams[0] >= 2 ** 63:
             raise ValueError(f"{ngrams[0]}-grams of {self.base} token ids overflow int64 keys.")
         self.ngrams, self.index = ngrams, {n: self._index(n) for n in ngrams}
 
     def _index(self, n):
-        "(sorted keys, where each continuation starts) of every n-gram followed by a token of its own row."
+        """(sorted keys, where each continuation starts) of every n-gram followed by a token of its
+        own row."""
         t = self.tokens; m = len(t) - n  # windows t[i:i+n], i < m, have a token after them
-        key, ok = np.zeros(m, dtype=np.int64), t[n:] >= 0  # (m,), (m,): the token after the window is in its row
+        # (m,), (m,): the token after the window is in its row
+        key, ok = np.zeros(m, dtype=np.int64), t[n:] >= 0
         for j in range(n):
             w = t[j:j + m]; ok &= w >= 0  # the window lies inside one row
             key = key * self.base + np.maximum(w, 0)
@@ -373,7 +444,8 @@ class AnswerStore:
 
     def continuations(self, context, # committed token ids (a list or a 1-D array)
                       depth:int, cap:int=128) -> tuple[int, np.ndarray|None]:
-        "`(n, C)`: the longest suffix `n` found and its `(m, depth)` continuations `C`, -1 past a row's end."
+        """`(n, C)`: the longest suffix `n` found and its `(m, depth)` continuations `C`, -1 past a
+        row's end."""
         ctx = [int(x) for x in context[-self.ngrams[0]:]]
         for n in self.ngrams:
             if len(ctx) < n or min(ctx[-n:]) < 0 or max(ctx[-n:]) >= self.base: continue
@@ -383,33 +455,44 @@ class AnswerStore:
             lo, hi = np.searchsorted(keys, k), np.searchsorted(keys, k, side="right")
             if hi == lo: continue
             p = pos[lo:hi]
-            if len(p) > cap: p = p[np.linspace(0, len(p) - 1, cap).astype(np.int64)]  # spread over the corpus
-            idx = np.minimum(p[:, None] + np.arange(depth), len(self.tokens) - 1)  # (m, depth); the last token is -1
+            # spread over the corpus
+            if len(p) > cap: p = p[np.linspace(0, len(p) - 1, cap).astype(np.int64)]
+            # (m, depth); the last token is -1
+            idx = np.minimum(p[:, None] + np.arange(depth), len(self.tokens) - 1)
             c = self.tokens[idx]
             return n, np.where(np.cumsum(c < 0, 1) > 0, -1, c)  # everything after a row's end: -1
         return 0, None
 
-def answers_store(path:str|Path|None=None, # a `kd_answers_*.npz` (default: the shared data's, the embedded target's)
-                  vocab_size:int|None=None, # the target's vocabulary: every token must be below it
-                  ngrams=(4, 3, 2)) -> AnswerStore:
+def answers_store(
+    # a `kd_answers_*.npz` (default: the shared data's, the embedded target's)
+    path:str|Path|None=None,
+    vocab_size:int|None=None, # the target's vocabulary: every token must be below it
+    ngrams=(4, 3, 2)) -> AnswerStore:
     "An `AnswerStore` of the answer tokens (prompts left out) of a `flashspec distill-data` file."
     from flashspec.data import data_dir
     from flashspec.distill import KD_ANSWERS
     d = np.load(Path(path) if path is not None else data_dir()/KD_ANSWERS)
-    tokens, offs, n_prompt = d["tokens"], d["offsets"], d["n_prompt"]  # each `d[key]` reads the file again: once
+    # each `d[key]` reads the file again: once
+    tokens, offs, n_prompt = d["tokens"], d["offsets"], d["n_prompt"]
     if vocab_size is not None and int(tokens.max()) >= vocab_size:
-        raise ValueError(f"The answers hold token id {int(tokens.max())}; the target's vocabulary has {vocab_size}: "
-                         "they were written by another model.")
-    return AnswerStore((tokens[offs[i] + n_prompt[i]:offs[i + 1]] for i in range(len(offs) - 1)), ngrams)
+        raise ValueError(
+            f"The answers hold token id {int(tokens.max())}; the target's vocabulary has"
+            f" {vocab_size}: they were written by another model."
+        )
+    return AnswerStore(
+        (tokens[offs[i] + n_prompt[i] : offs[i + 1]] for i in range(len(offs) - 1)), ngrams
+    )
 
 # %% ../nbs/07_decode.ipynb #40c713b5
 class StoreDrafter(Drafter):
-    "Propose the most frequent continuations an `AnswerStore` holds for the context's longest indexed suffix."
+    """Propose the most frequent continuations an `AnswerStore` holds for the context's longest
+    indexed suffix."""
     proposal = "delta"  # the tree is a function of the context: deterministic, distinct siblings
     def __init__(self, store:AnswerStore, depth:int=6, # the longest continuation proposed
                  nodes:int=6, # the most tree nodes proposed (root not counted)
                  min_count:int=2, # a proposed prefix began at least this many continuations ...
-                 min_frac:float=0.5, # ... and at least this fraction of them (0.5: a confident chain)
+                 # ... and at least this fraction of them (0.5: a confident chain)
+                 min_frac:float=0.5,
                  cap:int=128, # continuations read per lookup
                 ):
         if depth < 1 or nodes < 1 or cap < 1: raise ValueError("depth, nodes and cap must be >= 1.")
@@ -419,17 +502,20 @@ class StoreDrafter(Drafter):
         self.max_nodes = nodes + 1
 
     def propose(self, context, sampling, generator=None, hidden=None):
-        tail = context[-self.store.ngrams[0]:].tolist()  # the longest suffix looked up: not the whole context
+        # the longest suffix looked up: not the whole context
+        tail = context[-self.store.ngrams[0]:].tolist()
         _, c = self.store.continuations(tail, self.depth, self.cap)
         if c is None: return super().propose(context, sampling, generator, hidden)
-        # how many continuations start with each prefix; -1 only pads a row's end, so row[:j] is real when row[j-1] is
+        # how many continuations start with each prefix; -1 only pads a row's end, so row[:j] is
+        # real when row[j-1] is
         cnt = Counter(tuple(row[:j]) for row in c.tolist()
                       for j in range(1, self.depth + 1) if row[j - 1] >= 0)
         need = max(self.min_count, self.min_frac * len(c))
         best = sorted((p for p, k in cnt.items() if k >= need), key=lambda p: (-cnt[p], len(p)))
         best = best[:self.nodes]  # the most frequent prefixes
         if not best: return super().propose(context, sampling, generator, hidden)
-        # cnt[parent] >= cnt[child] and the parent is shorter: every kept prefix's parent is kept too
+        # cnt[parent] >= cnt[child] and the parent is shorter: every kept prefix's parent is kept
+        # too
         ipath, kids = {(): ()}, Counter()
         for p in sorted(best, key=lambda p: (len(p), -cnt[p], p)):  # level order, siblings by count
             ipath[p] = ipath[p[:-1]] + (kids[p[:-1]],); kids[p[:-1]] += 1
@@ -444,9 +530,12 @@ class DecodeStats:
     new_tokens:int=0
     target_forwards:int=0 # verification forwards (the prefill not counted)
     accepted:list=field(default_factory=list) # drafted tokens accepted per round
-    drafted_depth:list=field(default_factory=list) # depth of each round's tree (most tokens it could accept)
-    nodes:list=field(default_factory=list) # nodes of each round's tree, root included (what the target verified)
-    ranks:list=field(default_factory=list) # sibling rank of each accepted node, per round (0 = the drafter's best)
+    # depth of each round's tree (most tokens it could accept)
+    drafted_depth:list=field(default_factory=list)
+    # nodes of each round's tree, root included (what the target verified)
+    nodes:list=field(default_factory=list)
+    # sibling rank of each accepted node, per round (0 = the drafter's best)
+    ranks:list=field(default_factory=list)
     prefill_s:float=0.0
     draft_s:float=0.0 # drafter's proposals
     forward_s:float=0.0 # target forwards over the trees
@@ -463,23 +552,36 @@ class DecodeStats:
 
     @property
     def acceptance_rate(self):
-        "Accepted drafted tokens / the most the trees could have given (sum of depths); None without drafts."
+        """Accepted drafted tokens / the most the trees could have given (sum of depths); None
+        without drafts."""
         d = sum(self.drafted_depth)
         return sum(self.accepted) / d if d else None
     @property
     def mean_accepted_length(self):
-        "New tokens per target forward (accepted drafts + the bonus token), the speed-up's upper bound."
+        """New tokens per target forward (accepted drafts + the bonus token), the speed-up's upper
+        bound."""
         return self.new_tokens / self.target_forwards if self.target_forwards else 0.0
     @property
     def ms_per_token(self): return 1000 * (self.total_s - self.prefill_s) / max(self.new_tokens, 1)
 
     def as_dict(self):
-        return dict(new_tokens=self.new_tokens, target_forwards=self.target_forwards,
-                    acceptance_rate=self.acceptance_rate, mean_accepted_length=self.mean_accepted_length,
-                    ms_per_token=self.ms_per_token, prefill_s=self.prefill_s, draft_s=self.draft_s,
-                    forward_s=self.forward_s, accept_s=self.accept_s, commit_s=self.commit_s,
-                    overhead_s=self.overhead_s, total_s=self.total_s, accepted=list(self.accepted), nodes=list(self.nodes),
-                    ranks=[list(r) for r in self.ranks])
+        return dict(
+            new_tokens=self.new_tokens,
+            target_forwards=self.target_forwards,
+            acceptance_rate=self.acceptance_rate,
+            mean_accepted_length=self.mean_accepted_length,
+            ms_per_token=self.ms_per_token,
+            prefill_s=self.prefill_s,
+            draft_s=self.draft_s,
+            forward_s=self.forward_s,
+            accept_s=self.accept_s,
+            commit_s=self.commit_s,
+            overhead_s=self.overhead_s,
+            total_s=self.total_s,
+            accepted=list(self.accepted),
+            nodes=list(self.nodes),
+            ranks=[list(r) for r in self.ranks],
+        )
 
 # %% ../nbs/07_decode.ipynb #b4e9a34e
 def _as_drafter(draft, tree:TreeConfig|None, target) -> Drafter:
@@ -499,44 +601,65 @@ def check_prompt(target, input_ids, max_new_tokens:int) -> torch.Tensor:
     "The prompt as a non-empty `(L,)` tensor of in-vocabulary ids, or a clear `ValueError`."
     ids = torch.as_tensor(input_ids)
     if ids.dim() == 2:
-        if ids.shape[0] != 1: raise ValueError(f"generate decodes one sequence at a time; got a batch of {ids.shape[0]}.")
+        if ids.shape[0] != 1:
+            raise ValueError(
+                f"generate decodes one sequence at a time; got a batch of {ids.shape[0]}."
+            )
         ids = ids[0]
-    if ids.dim() != 1 or len(ids) == 0: raise ValueError("input_ids must be a non-empty 1D sequence of token ids.")
+    if ids.dim() != 1 or len(ids) == 0:
+        raise ValueError("input_ids must be a non-empty 1D sequence of token ids.")
     if max_new_tokens < 1: raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}.")
     vocab = target.get_output_embeddings().out_features
-    if int(ids.max()) >= vocab or int(ids.min()) < 0: raise ValueError(f"input_ids out of the vocabulary (0..{vocab-1}).")
+    if int(ids.max()) >= vocab or int(ids.min()) < 0:
+        raise ValueError(f"input_ids out of the vocabulary (0..{vocab-1}).")
     return ids
 
 def check_room(target, n_prompt:int, max_new_tokens:int, n_tree:int, # the drafter's `max_nodes`
                max_len:int|None) -> int:
-    "The cache size a request needs (`max_len`, or just enough when None); a clear `ValueError` if it does not fit."
+    """The cache size a request needs (`max_len`, or just enough when None); a clear `ValueError` if
+    it does not fit."""
     need = n_prompt + max_new_tokens + n_tree
     if max_len is None: max_len = need
     limit = getattr(target.config, "max_position_embeddings", None)
     if need > max_len:
-        raise ValueError(f"Prompt ({n_prompt}) + max_new_tokens ({max_new_tokens}) + a tree ({n_tree}) need {need} "
-                         f"cache slots; max_len is {max_len}.")
+        raise ValueError(
+            f"Prompt ({n_prompt}) + max_new_tokens ({max_new_tokens}) + a tree ({n_tree}) need"
+            f" {need} cache slots; max_len is {max_len}."
+        )
     if limit and n_prompt + max_new_tokens > limit:
-        raise ValueError(f"Prompt + max_new_tokens = {n_prompt + max_new_tokens} exceeds the model's "
-                         f"max_position_embeddings ({limit}).")
+        raise ValueError(
+            f"Prompt + max_new_tokens = {n_prompt + max_new_tokens} exceeds the model's "
+            f"max_position_embeddings ({limit})."
+        )
     return max_len
 
-def prefill_prompt(fwd, cache:StaticKVCache, # a one-row cache (or one row's view), filled up to `cache.lengths[0]`
-                   ids:torch.Tensor, # (L,) the whole context; its last token stays out (the first root)
-                   layers:tuple=(), dtype=torch.float32) -> torch.Tensor|None:
-    "Write `ids[n0:-1]` after the row's `n0` cached tokens in one forward; `(L - 1 - n0, F)` features if `layers`."
+def prefill_prompt(
+    fwd, cache:StaticKVCache, # a one-row cache (or one row's view), filled up to `cache.lengths[0]`
+    ids:torch.Tensor, # (L,) the whole context; its last token stays out (the first root)
+    layers:tuple=(), dtype=torch.float32) -> torch.Tensor|None:
+    """Write `ids[n0:-1]` after the row's `n0` cached tokens in one forward; `(L - 1 - n0, F)`
+    features if `layers`."""
     n0, n = int(cache.lengths[0]), len(ids) - 1
     if n <= n0: return None
     dev = cache.keys[0].device
-    _, feats = fwd(cache, ids[None, n0:n].to(dev), torch.arange(n0, n, device=dev)[None], torch.arange(n0, n, device=dev),
-                   causal_bias(cache, cache.lengths, n - n0, dtype).to(dev), layers, rows=torch.arange(0, device=dev))
+    _, feats = fwd(
+        cache,
+        ids[None, n0:n].to(dev),
+        torch.arange(n0, n, device=dev)[None],
+        torch.arange(n0, n, device=dev),
+        causal_bias(cache, cache.lengths, n - n0, dtype).to(dev),
+        layers,
+        rows=torch.arange(0, device=dev),
+    )
     cache.lengths += n - n0
     return None if feats is None else feats[0]
 
 def end_round(stats:DecodeStats, drafter:Drafter, d:Draft, path:list[int], bonus:int,
               out:list, # the request's output so far: extended in place
-              context:torch.Tensor, max_new_tokens:int, eos:set, streamer=None) -> tuple[torch.Tensor, bool]:
-    "A round's tail: stats, the drafter told, the new tokens cut at `max_new_tokens` and after EOS; `(context, done)`."
+              context:torch.Tensor, max_new_tokens:int, eos:set, streamer=None,
+             ) -> tuple[torch.Tensor, bool]:
+    """A round's tail: stats, the drafter told, the new tokens cut at `max_new_tokens` and after
+    EOS; `(context, done)`."""
     stats.target_forwards += 1
     stats.accepted.append(len(path) - 1); stats.drafted_depth.append(d.tree.max_depth)
     stats.nodes.append(d.tree.n_nodes); stats.ranks.append(d.tree.rank[path[1:]].tolist())
@@ -561,22 +684,28 @@ def generate(target, # the target causal LM
              max_len:int|None=None, # static cache size (default: just enough)
              seed:int|None=None, # for sampling
              streamer=None, # called with each round's committed tokens (list of ints)
-             engine:str="auto", # the target's forward: "native", "hf" (the reference) or "auto" (see *The engine*)
-             compile:bool=False, # torch.compile the tree forward; trees are then padded to the drafter's largest
-                               # and the cache rounded up to a multiple of 256 slots (fixed shapes across prompts)
-             pad_nodes:dict|None=None, # {N: M}: run a tree of N nodes as M (measured cheaper, see `node_padding`)
+             # the target's forward: "native", "hf" (the reference) or "auto" (see *The engine*)
+             engine:str="auto",
+             # torch.compile the tree forward; trees are then padded to the drafter's largest and
+             # the cache rounded up to a multiple of 256 slots (fixed shapes across prompts)
+             compile:bool=False,
+             # {N: M}: run a tree of N nodes as M (measured cheaper, see `node_padding`)
+             pad_nodes:dict|None=None,
             ) -> tuple[list[int], DecodeStats]:
-    "Speculative decoding: returns `(new token ids, DecodeStats)`. Greedy output equals the target's greedy output."
+    """Speculative decoding: returns `(new token ids, DecodeStats)`. Greedy output equals the
+    target's greedy output."""
     t_start = time.perf_counter()
     check_supported(target)
     ids = check_prompt(target, input_ids, max_new_tokens)
     drafter = _as_drafter(draft, tree, target)
     n_tree = drafter.max_nodes
     pad = {int(k): int(v) for k, v in (pad_nodes or {}).items()}
-    n_room = max([n_tree] + [m for n, m in pad.items() if n <= n_tree])  # the largest forward a round can run
+    # the largest forward a round can run
+    n_room = max([n_tree] + [m for n, m in pad.items() if n <= n_tree])
     bucket = compile and max_len is None
     max_len = check_room(target, len(ids), max_new_tokens, n_room, max_len)
-    if bucket: max_len = bucket_slots(max_len)  # compiled: few cache sizes, so its graphs are reused
+    # compiled: few cache sizes, so its graphs are reused
+    if bucket: max_len = bucket_slots(max_len)
     gen = torch.Generator().manual_seed(seed) if seed is not None else None
     eos = _eos_set(target, eos_token_id)
     stats = DecodeStats()
@@ -588,7 +717,8 @@ def generate(target, # the target causal LM
     inputs = {}  # tree shape -> its `TreeInputs` (built once per shape, reused every round)
 
     cache = StaticKVCache(target, max_len)
-    pending = prefill_prompt(fwd, cache, ids, layers, dt)  # the target's features the drafter has not seen
+    # the target's features the drafter has not seen
+    pending = prefill_prompt(fwd, cache, ids, layers, dt)
     drafter.start(ids, max_len)
     stats.prefill_s = time.perf_counter() - t_start
     context, out = ids.clone(), []
@@ -596,19 +726,25 @@ def generate(target, # the target causal LM
         t0 = time.perf_counter()
         d = drafter.propose(context, sampling, gen, hidden=pending)
         if d.tree.n_nodes > n_tree:
-            raise ValueError(f"{type(drafter).__name__} proposed {d.tree.n_nodes} nodes, more than its max_nodes={n_tree}.")
-        if int(d.tokens[0]) != int(context[-1]): raise ValueError("A draft tree's root must be the last committed token.")
+            raise ValueError(
+                f"{type(drafter).__name__} proposed {d.tree.n_nodes} nodes, more than its"
+                f" max_nodes={n_tree}."
+            )
+        if int(d.tokens[0]) != int(context[-1]):
+            raise ValueError("A draft tree's root must be the last committed token.")
         t1 = time.perf_counter()
         ti = inputs.get(d.tree.paths)
-        if ti is None: ti = inputs[d.tree.paths] = TreeInputs(d.tree, max_len, dev, dt,
-                                                                 n_pad=n_tree if compile else pad.get(d.tree.n_nodes))
+        if ti is None:
+            n_pad = n_tree if compile else pad.get(d.tree.n_nodes)
+            ti = inputs[d.tree.paths] = TreeInputs(d.tree, max_len, dev, dt, n_pad=n_pad)
         n0 = int(cache.lengths[0])
         toks = torch.zeros(ti.N, dtype=torch.long); toks[:d.tree.n_nodes] = d.tokens
         toks = toks.to(dev)
         bias, pos, slots = ti(n0)
         logits, feats = tree_fwd(cache, toks[None], pos, slots, bias, layers)
         t2 = time.perf_counter()
-        if sampling.greedy: path, bonus = greedy_accept(ti, toks, logits[0])   # on the device, one copy back
+        # on the device, one copy back
+        if sampling.greedy: path, bonus = greedy_accept(ti, toks, logits[0])
         else:
             p = probs(logits[0, :d.tree.n_nodes].float().cpu(), sampling)        # (N, V)
             path, bonus = verify_sampling(d.tree, d.tokens, p, d.q, drafter.proposal, gen)
@@ -616,8 +752,13 @@ def generate(target, # the target causal LM
         commit(cache, n0, [path])
         if layers: pending = feats[0, path]  # (k + 1, F): the root and the accepted nodes
         t4 = time.perf_counter()
-        stats.draft_s += t1 - t0; stats.forward_s += t2 - t1; stats.accept_s += t3 - t2; stats.commit_s += t4 - t3
-        context, done = end_round(stats, drafter, d, path, bonus, out, context, max_new_tokens, eos, streamer)
+        stats.draft_s += t1 - t0
+        stats.forward_s += t2 - t1
+        stats.accept_s += t3 - t2
+        stats.commit_s += t4 - t3
+        context, done = end_round(
+            stats, drafter, d, path, bonus, out, context, max_new_tokens, eos, streamer
+        )
         if done: break
     stats.new_tokens = len(out)
     stats.total_s = time.perf_counter() - t_start

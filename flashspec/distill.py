@@ -24,16 +24,20 @@ __all__ = ['DESIGNS', 'VOCAB_KEY', 'WEIGHTS', 'DISTILLED', 'KD_ANSWERS', 'MAX_ST
 
 # %% ../nbs/02_distill.ipynb #8f260746
 def distill_loss(draft_logits:torch.Tensor, # (..., V) draft logits
-                 target_logits:torch.Tensor|None, # (..., V) dense, or (..., k) top-k values with `target_index`
-                 labels:torch.Tensor, # (...) token to predict at each position; `ignore_index` = skip it
+                 # (..., V) dense, or (..., k) top-k values with `target_index`
+                 target_logits:torch.Tensor|None,
+                 # (...) token to predict at each position; `ignore_index` = skip it
+                 labels:torch.Tensor,
                  w_ce:float=1.0, # weight of cross-entropy on `labels`
                  w_kd:float=1.0, # weight of T^2 * KL(target || draft)
                  T:float=1.0, # distillation temperature
-                 target_index:torch.Tensor|None=None, # (..., k) vocabulary ids of top-k `target_logits`
+                 # (..., k) vocabulary ids of top-k `target_logits`
+                 target_index:torch.Tensor|None=None,
                  ignore_index:int=-100,
                  parts:bool=False, # also return {'ce', 'kl'} (detached floats)
                 ):
-    "w_ce * CE + w_kd * T^2 * KL(softmax(target/T) || softmax(draft/T)), averaged over positions whose label is kept."
+    """w_ce * CE + w_kd * T^2 * KL(softmax(target/T) || softmax(draft/T)), averaged over positions
+    whose label is kept."""
     V = draft_logits.shape[-1]
     keep = labels.reshape(-1) != ignore_index  # (P,)
     d = draft_logits.reshape(-1, V)[keep].float()  # (n, V)
@@ -43,8 +47,10 @@ def distill_loss(draft_logits:torch.Tensor, # (..., V) draft logits
     if len(y) and w_kd:
         if target_logits is None: raise ValueError("w_kd > 0 needs target_logits.")
         t = target_logits.reshape(-1, target_logits.shape[-1])[keep].float()  # (n, V) or (n, k)
-        if target_index is not None: d = d.gather(-1, target_index.reshape(-1, t.shape[-1])[keep])  # (n, k)
-        elif t.shape[-1] != V: raise ValueError(f"Dense target logits need {V} columns, got {t.shape[-1]}; "
+        # (n, k)
+        if target_index is not None: d = d.gather(-1, target_index.reshape(-1, t.shape[-1])[keep])
+        elif t.shape[-1] != V:
+            raise ValueError(f"Dense target logits need {V} columns, got {t.shape[-1]}; "
                                                 "pass target_index for top-k logits.")
         lp_t, lp_d = F.log_softmax(t / T, -1), F.log_softmax(d / T, -1)
         kl = (lp_t.exp() * (lp_t - lp_d)).sum(-1).mean()  # KL(p_t || p_d) per position, averaged
@@ -56,11 +62,13 @@ DESIGNS = ("slice", "frozen+1")
 
 def make_draft(target, # the target causal LM (not modified)
                design:str="frozen+1", # one of `DESIGNS`
-               n_layers:int=4, # "slice": layers kept and trained; "frozen+1": frozen layers below the trained one
+               # "slice": layers kept and trained; "frozen+1": frozen layers below the trained one
+               n_layers:int=4,
               ):
     "A draft of the given design, sliced from `target`, with only its designed part trainable."
     if design == "slice": return slice_draft(target, n_layers, trainable=("layers", "norm"))
-    if design != "frozen+1": raise ValueError(f"Unknown draft design {design!r}; choose from {DESIGNS}.")
+    if design != "frozen+1":
+        raise ValueError(f"Unknown draft design {design!r}; choose from {DESIGNS}.")
     d = slice_draft(target, n_layers + 1, trainable=("norm",))
     d.model.layers[n_layers].requires_grad_(True)
     return d
@@ -79,29 +87,44 @@ def _cut_at_eos(ids:list, eos:set) -> list:
 
 @torch.no_grad()
 def answer_batch(target, prompts:list[list[int]], # prompt token ids
-                 max_new_tokens:int=256, batch_size:int=16, pad_id:int=0, progress:bool=False) -> list[list[int]]:
-    "Greedy answers of `target` to each prompt, batched with left padding, each cut right after its first EOS."
+                 max_new_tokens:int=256, batch_size:int=16, pad_id:int=0, progress:bool=False,
+                ) -> list[list[int]]:
+    """Greedy answers of `target` to each prompt, batched with left padding, each cut right after
+    its first EOS."""
     from tqdm.auto import tqdm
     eos = _eos_ids(target)
     dev = target.get_output_embeddings().weight.device
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))  # similar lengths together: less padding
+    # similar lengths together: less padding
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     out = [None] * len(prompts)
-    for s in tqdm(range(0, len(order), batch_size), desc="answers", disable=not progress, leave=False):
+    for s in tqdm(
+        range(0, len(order), batch_size), desc="answers", disable=not progress, leave=False
+    ):
         idx = order[s:s + batch_size]
         L = max(len(prompts[i]) for i in idx)
         ids = torch.full((len(idx), L), pad_id, dtype=torch.long)
         att = torch.zeros((len(idx), L), dtype=torch.long)
         for r, i in enumerate(idx):
-            ids[r, L - len(prompts[i]):] = torch.tensor(prompts[i]); att[r, L - len(prompts[i]):] = 1
-        gen = target.generate(input_ids=ids.to(dev), attention_mask=att.to(dev), max_new_tokens=max_new_tokens,
-                              do_sample=False, pad_token_id=pad_id, top_p=None, top_k=None, temperature=None)
+            ids[r, L - len(prompts[i]):] = torch.tensor(prompts[i])
+            att[r, L - len(prompts[i]):] = 1
+        gen = target.generate(
+            input_ids=ids.to(dev),
+            attention_mask=att.to(dev),
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            pad_token_id=pad_id,
+            top_p=None,
+            top_k=None,
+            temperature=None,
+        )
         for r, i in enumerate(idx): out[i] = _cut_at_eos(gen[r, L:].tolist(), eos)
     return out
 
 def answer_turns(target, tok, turns:list[str], # the conversation's user turns
                  draft=None, # a draft model or `Drafter` for speculative decoding; None = plain
                  max_prompt_tokens:int=512, max_new_tokens:int=256, **kw) -> list[list[int]]:
-    "The inference path: answer a conversation turn by turn with `generate`; returns each turn's prompt + answer ids."
+    """The inference path: answer a conversation turn by turn with `generate`; returns each turn's
+    prompt + answer ids."""
     answers, seqs = [], []
     for j in range(len(turns)):
         ids = encode_chat(tok, turns[:j + 1], answers, max_tokens=max_prompt_tokens)
@@ -112,8 +135,10 @@ def answer_turns(target, tok, turns:list[str], # the conversation's user turns
 # %% ../nbs/02_distill.ipynb #7cdd5f99
 def answer_conversations(target, tok, convs:list[dict], # rows with `turns` (and `question_id`)
                          max_prompt_tokens:int=512, # history truncation, as at inference
-                         max_new_tokens:int=256, batch_size:int=16, progress:bool=False) -> list[dict]:
-    "Answer every conversation turn by turn, batched across conversations; one row per answered turn."
+                         max_new_tokens:int=256, batch_size:int=16, progress:bool=False,
+                        ) -> list[dict]:
+    """Answer every conversation turn by turn, batched across conversations; one row per answered
+    turn."""
     answers = [[] for _ in convs]
     alive = [True] * len(convs)
     rows = []
@@ -122,14 +147,23 @@ def answer_conversations(target, tok, convs:list[dict], # rows with `turns` (and
         idx, prompts = [], []
         for i, c in enumerate(convs):
             if not alive[i] or len(c["turns"]) <= j: continue
-            try: ids = encode_chat(tok, c["turns"][:j + 1], answers[i], max_tokens=max_prompt_tokens)
-            except ValueError: alive[i] = False; continue  # this turn alone does not fit: stop the conversation
+            try:
+                ids = encode_chat(tok, c["turns"][:j + 1], answers[i], max_tokens=max_prompt_tokens)
+            # this turn alone does not fit: stop the conversation
+            except ValueError: alive[i] = False; continue
             idx.append(i); prompts.append(ids)
         if not idx: break
         outs = answer_batch(target, prompts, max_new_tokens, batch_size, pad, progress)
         for i, ids, out in zip(idx, prompts, outs):
             answers[i].append(tok.decode(out, skip_special_tokens=True))
-            rows.append(dict(id=str(convs[i].get("question_id", i)), turn=j, input_ids=ids + out, n_prompt=len(ids)))
+            rows.append(
+                dict(
+                    id=str(convs[i].get("question_id", i)),
+                    turn=j,
+                    input_ids=ids + out,
+                    n_prompt=len(ids),
+                )
+            )
     return rows
 
 # %% ../nbs/02_distill.ipynb #5ce2a5a9
@@ -137,24 +171,30 @@ def answer_conversations(target, tok, convs:list[dict], # rows with `turns` (and
 def topk_pass(target, rows:list[dict], k:int=64, # how many logits to keep per position
               batch_tokens:int=4096, # about this many tokens per forward
               progress:bool=False) -> list[dict]:
-    "Add `topk_values` (float) and `topk_indices` to each row: the target's top-k at its answer positions."
+    """Add `topk_values` (float) and `topk_indices` to each row: the target's top-k at its answer
+    positions."""
     from tqdm.auto import tqdm
     dev = target.get_output_embeddings().weight.device
     order = sorted(range(len(rows)), key=lambda i: len(rows[i]["input_ids"]))
     batches, cur = [], []
     for i in order:
-        if cur and (len(cur) + 1) * len(rows[i]["input_ids"]) > batch_tokens: batches.append(cur); cur = []
+        if cur and (len(cur) + 1) * len(rows[i]["input_ids"]) > batch_tokens:
+            batches.append(cur); cur = []
         cur.append(i)
     if cur: batches.append(cur)
     for b in tqdm(batches, desc="top-k", disable=not progress, leave=False):
         L = max(len(rows[i]["input_ids"]) for i in b)
         ids = torch.zeros((len(b), L), dtype=torch.long); att = torch.zeros_like(ids)
         for r, i in enumerate(b):
-            n = len(rows[i]["input_ids"]); ids[r, :n] = torch.tensor(rows[i]["input_ids"]); att[r, :n] = 1
-        h = target.model(input_ids=ids.to(dev), attention_mask=att.to(dev)).last_hidden_state  # (B, L, d) right-padded
+            n = len(rows[i]["input_ids"])
+            ids[r, :n] = torch.tensor(rows[i]["input_ids"])
+            att[r, :n] = 1
+        # (B, L, d) right-padded
+        h = target.model(input_ids=ids.to(dev), attention_mask=att.to(dev)).last_hidden_state
         for r, i in enumerate(b):
             n, p = len(rows[i]["input_ids"]), rows[i]["n_prompt"]
-            z = target.lm_head(h[r, p - 1:n - 1]).float()  # (n - p, V) logits predicting the answer tokens
+            # (n - p, V) logits predicting the answer tokens
+            z = target.lm_head(h[r, p - 1:n - 1]).float()
             v, ix = z.topk(k, -1)
             rows[i] = dict(rows[i], topk_values=v.cpu().tolist(), topk_indices=ix.cpu().tolist())
     return rows
@@ -176,7 +216,8 @@ def _atomic_save_dataset(ds, path:Path) -> None:
         if tmp.exists(): shutil.rmtree(tmp, ignore_errors=True)
 
 def _sharded(out:Path, convs:list, make_rows, shard_size:int, progress:bool, desc:str):
-    "Build rows shard by shard (`make_rows(convs) -> rows`), each saved atomically; skip shards already on disk."
+    """Build rows shard by shard (`make_rows(convs) -> rows`), each saved atomically; skip shards
+    already on disk."""
     from datasets import Dataset, concatenate_datasets, load_from_disk
     from tqdm.auto import tqdm
     shards = []
@@ -194,49 +235,73 @@ def _sharded(out:Path, convs:list, make_rows, shard_size:int, progress:bool, des
 
 def pool_slice(prompts:str|Path|None=None, # JSONL prompt pool; None = `data_dir()/DISTILL`
                start:int=0, stop:int|None=None) -> list[dict]:
-    "Conversations `start:stop` of the pool taken round-robin over its categories (so prefixes are stable)."
-    return read_prompts(prompts if prompts is not None else data_dir()/DISTILL, limit=stop)[start:stop]
+    """Conversations `start:stop` of the pool taken round-robin over its categories (so prefixes are
+    stable)."""
+    return read_prompts(prompts if prompts is not None else data_dir() / DISTILL, limit=stop)[
+        start:stop
+    ]
 
 def make_distill_data(target, tok, out:str|Path, # output folder (shards, then `out/data`)
                       prompts:str|Path|None=None, # JSONL prompt pool; None = `data_dir()/DISTILL`
-                      n_prompts:int|None=None, # conversations to use, spread over categories; None = all
+                      # conversations to use, spread over categories; None = all
+                      n_prompts:int|None=None,
                       max_prompt_tokens:int=512, max_new_tokens:int=256,
                       topk:int=64, # top-k logits cached per answer position (0 = none)
                       shard_size:int=64, batch_size:int=16, progress:bool=True):
-    "Sequence-level KD data: the target's answers (and top-k logits) for the prompt pool, as a `datasets` Dataset."
+    """Sequence-level KD data: the target's answers (and top-k logits) for the prompt pool, as a
+    `datasets` Dataset."""
     def rows(convs):
         r = answer_conversations(target, tok, convs, max_prompt_tokens, max_new_tokens, batch_size)
         return topk_pass(target, r, topk) if topk else r
-    return _sharded(Path(out), pool_slice(prompts, 0, n_prompts), rows, shard_size, progress, "distill data")
+    return _sharded(
+        Path(out), pool_slice(prompts, 0, n_prompts), rows, shard_size, progress, "distill data"
+    )
 
 # %% ../nbs/02_distill.ipynb #fbfe62bc
 def _template_prefix(tok) -> int:
-    "Length of the token prefix every rendered conversation shares (a default system prompt, a BOS)."
-    w1, w2 = sorted(w for w in tok.get_vocab() if w.isalnum())[:2]  # two plain words the tokenizer knows
-    a = encode_chat(tok, w1, add_generation_prompt=False); b = encode_chat(tok, w2, add_generation_prompt=False)
+    """Length of the token prefix every rendered conversation shares (a default system prompt, a
+    BOS)."""
+    # two plain words the tokenizer knows
+    w1, w2 = sorted(w for w in tok.get_vocab() if w.isalnum())[:2]
+    a = encode_chat(tok, w1, add_generation_prompt=False)
+    b = encode_chat(tok, w2, add_generation_prompt=False)
     return next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
 
 def text_rows(tok, convs:list[dict], max_tokens:int=384) -> list[dict]:
-    "Rows for teacher forcing over existing text: user turns with their `reference_assistant` answers if any."
+    """Rows for teacher forcing over existing text: user turns with their `reference_assistant`
+    answers if any."""
     pre, rows = _template_prefix(tok), []
     for i, c in enumerate(convs):
         refs = c.get("reference_assistant") or []
         turns = c["turns"][:len(refs)] if refs else c["turns"]
-        try: ids = encode_chat(tok, turns, refs or None, max_tokens=max_tokens, add_generation_prompt=False)
-        except ValueError: continue  # the last turn alone is too long
-        if len(ids) > pre + 1: rows.append(dict(id=str(c.get("question_id", i)), turn=-1, input_ids=ids, n_prompt=pre))
+        try:
+            ids = encode_chat(
+                tok, turns, refs or None, max_tokens=max_tokens, add_generation_prompt=False
+            )
+        except ValueError:
+            continue  # the last turn alone is too long
+        if len(ids) > pre + 1:
+            rows.append(dict(id=str(c.get("question_id", i)), turn=-1, input_ids=ids, n_prompt=pre))
     return rows
 
 def make_text_data(target, tok, out:str|Path, prompts:str|Path|None=None,
-                   start:int=0, stop:int|None=None, # pool conversations start:stop (round-robin order)
+                   # pool conversations start:stop (round-robin order)
+                   start:int=0, stop:int|None=None,
                    max_tokens:int=384, topk:int=64, shard_size:int=256, progress:bool=True):
     "The target's top-k over existing conversation text (no generation), as a `datasets` Dataset."
-    return _sharded(Path(out), pool_slice(prompts, start, stop),
-                    lambda cs: topk_pass(target, text_rows(tok, cs, max_tokens), topk), shard_size, progress, "text data")
+    return _sharded(
+        Path(out),
+        pool_slice(prompts, start, stop),
+        lambda cs: topk_pass(target, text_rows(tok, cs, max_tokens), topk),
+        shard_size,
+        progress,
+        "text data",
+    )
 
 # %% ../nbs/02_distill.ipynb #00fcce42
 def collate(rows:list[dict], pad_id:int=0, use_topk:bool=True) -> dict:
-    "Right-pad a batch: input ids, attention mask, labels (-100 off the answers), flat top-k at the answer positions."
+    """Right-pad a batch: input ids, attention mask, labels (-100 off the answers), flat top-k at
+    the answer positions."""
     L = max(len(r["input_ids"]) for r in rows)
     ids = torch.full((len(rows), L), pad_id, dtype=torch.long)
     att = torch.zeros((len(rows), L), dtype=torch.long)
@@ -246,31 +311,48 @@ def collate(rows:list[dict], pad_id:int=0, use_topk:bool=True) -> dict:
         ids[b, :n] = torch.tensor(x); att[b, :n] = 1
         lab[b, p - 1:n - 1] = torch.tensor(x[p:])  # position i predicts token i + 1
     out = dict(input_ids=ids, attention_mask=att, labels=lab)
-    if use_topk and "topk_values" in rows[0]:  # (n, k) each: one row per answer position, in batch order
-        out["topk_values"] = torch.cat([torch.tensor(r["topk_values"], dtype=torch.float32) for r in rows])
-        out["topk_indices"] = torch.cat([torch.tensor(r["topk_indices"], dtype=torch.long) for r in rows])
+    # (n, k) each: one row per answer position, in batch order
+    if use_topk and "topk_values" in rows[0]:
+        out["topk_values"] = torch.cat(
+            [torch.tensor(r["topk_values"], dtype=torch.float32) for r in rows]
+        )
+        out["topk_indices"] = torch.cat(
+            [torch.tensor(r["topk_indices"], dtype=torch.long) for r in rows]
+        )
     return out
 
-def step_loss(draft, batch:dict, target=None, w_ce:float=1.0, w_kd:float=1.0, T:float=1.0, parts:bool=False,
-              full_every:int=4, # with cached top-k: full-vocabulary CE at every `full_every`-th position only
+def step_loss(draft, batch:dict, target=None, w_ce:float=1.0, w_kd:float=1.0, T:float=1.0,
+              parts:bool=False,
+              # with cached top-k: full-vocabulary CE at every `full_every`-th position only
+              full_every:int=4,
              ):
-    "The distillation loss of one collated batch (see `distill_loss`); the head runs at answer positions only."
-    h = draft.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+    """The distillation loss of one collated batch (see `distill_loss`); the head runs at answer
+    positions only."""
+    h = draft.model(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
+    ).last_hidden_state
     sel = batch["labels"] != -100  # (B, L)
-    hs, y = h[sel], batch["labels"][sel]  # (n, d), (n,) row-major order = the order of the flat top-k
+    # (n, d), (n,) row-major order = the order of the flat top-k
+    hs, y = h[sel], batch["labels"][sel]
     if "topk_values" not in batch:
         zt = None
         if target is not None and w_kd:
             with torch.no_grad():
-                ht = target.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+                ht = target.model(
+                    input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
+                ).last_hidden_state
                 zt = target.lm_head(ht[sel])
-        return distill_loss(draft.lm_head(hs), zt, y, w_ce, w_kd if zt is not None else 0.0, T, parts=parts)
-    # The head over the whole vocabulary (n x d x V) is most of a step's cost; the KL on the cached top-k only needs
-    # the k logits z_k = W[ix] . h (n x k x d), and a CE over the k candidates (label: index 0, the target's top-1).
-    # A full-vocabulary CE on a subset of positions keeps tokens outside the target's top-k from rising.
+        return distill_loss(
+            draft.lm_head(hs), zt, y, w_ce, w_kd if zt is not None else 0.0, T, parts=parts
+        )
+    # The head over the whole vocabulary (n x d x V) is most of a step's cost; the KL on the cached
+    # top-k only needs the k logits z_k = W[ix] . h (n x k x d), and a CE over the k candidates
+    # (label: index 0, the target's top-1). A full-vocabulary CE on a subset of positions keeps
+    # tokens outside the target's top-k from rising.
     v, ix = batch["topk_values"], batch["topk_indices"]  # (n, k)
     W = draft.lm_head.weight  # (V, d)
-    zk = torch.einsum("nd,nkd->nk", hs, W[ix])  # (n, k) = the draft's logits at the target's top-k ids
+    # (n, k) = the draft's logits at the target's top-k ids
+    zk = torch.einsum("nd,nkd->nk", hs, W[ix])
     zero = torch.zeros(len(y), dtype=torch.long, device=y.device)
     ti = torch.arange(v.shape[-1], device=v.device).expand_as(ix)
     loss, p = distill_loss(zk, v, zero, w_ce, w_kd, T, target_index=ti, parts=True)
@@ -282,32 +364,51 @@ def step_loss(draft, batch:dict, target=None, w_ce:float=1.0, w_kd:float=1.0, T:
 
 # %% ../nbs/02_distill.ipynb #a79148ff
 def save_draft_weights(draft, path:str|Path, meta:dict|None=None,
-                       dtype:torch.dtype|None=torch.bfloat16, # storage dtype (None = as trained); bf16 halves the file
-                       vocab=None, # token ids the draft proposes from (default: `draft.draft_vocab`), see `frequent_tokens`
+                       # storage dtype (None = as trained); bf16 halves the file
+                       dtype:torch.dtype|None=torch.bfloat16,
+                       # token ids the draft proposes from (default: `draft.draft_vocab`), see
+                       # `frequent_tokens`
+                       vocab=None,
                       ) -> Path:
-    "Save the draft's trainable parameters (only) as safetensors, atomically, with `meta` as string metadata."
+    """Save the draft's trainable parameters (only) as safetensors, atomically, with `meta` as
+    string metadata."""
     from safetensors.torch import save_file
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    sd = {n: p.detach().to(dtype or p.dtype).cpu().contiguous() for n, p in draft.named_parameters() if p.requires_grad}
+    sd = {
+        n: p.detach().to(dtype or p.dtype).cpu().contiguous()
+        for n, p in draft.named_parameters()
+        if p.requires_grad
+    }
     if not sd: raise ValueError("The draft has no trainable parameters to save (is it frozen?).")
     if vocab is None: vocab = getattr(draft, "draft_vocab", None)
     if vocab is not None: sd[VOCAB_KEY] = torch.as_tensor(vocab, dtype=torch.long).unique().cpu()
-    atomic_write(path, lambda tmp: save_file(sd, tmp, metadata={k: str(v) for k, v in (meta or {}).items()}))
+    atomic_write(
+        path, lambda tmp: save_file(sd, tmp, metadata={k: str(v) for k, v in (meta or {}).items()})
+    )
     return path
 
-VOCAB_KEY = "draft_vocab"  # the tensor of token ids a draft proposes from, when it has a vocabulary subset
+# the tensor of token ids a draft proposes from, when it has a vocabulary subset
+VOCAB_KEY = "draft_vocab"
 
-def frequent_tokens(data, # rows with `topk_indices` (the target's top-k per answer position), e.g. a distill data set
-                    n:int, # how many tokens
-                    always=(), # ids always included (EOS, ...)
-                   ) -> torch.Tensor:
-    "The `n` token ids the target most often ranks first in `data`, plus `always`, sorted: a draft's vocabulary subset."
+def frequent_tokens(
+    # rows with `topk_indices` (the target's top-k per answer position), e.g. a distill data set
+    data,
+    n:int, # how many tokens
+    always=(), # ids always included (EOS, ...)
+) -> torch.Tensor:
+    """The `n` token ids the target most often ranks first in `data`, plus `always`, sorted: a
+    draft's vocabulary subset."""
     counts = torch.zeros(0, dtype=torch.long)  # (V_seen,) how often each id is the target's argmax
-    rows = data.select_columns(["topk_indices"]).with_format("torch") if hasattr(data, "select_columns") else data
+    rows = (
+        data.select_columns(["topk_indices"]).with_format("torch")
+        if hasattr(data, "select_columns")
+        else data
+    )
     for r in rows:
         top1 = torch.as_tensor(r["topk_indices"], dtype=torch.long)[:, 0]  # (n_positions,)
         c = torch.bincount(top1)
-        if len(c) > len(counts): counts = torch.cat([counts, counts.new_zeros(len(c) - len(counts))])
+        if len(c) > len(counts):
+            counts = torch.cat([counts, counts.new_zeros(len(c) - len(counts))])
         counts[:len(c)] += c
     if not counts.sum(): raise ValueError("No rows to count tokens in.")
     top = counts.argsort(descending=True, stable=True)[:n]
@@ -315,7 +416,14 @@ def frequent_tokens(data, # rows with `topk_indices` (the target's top-k per ans
     return torch.cat([top, torch.as_tensor(list(always), dtype=torch.long)]).unique()
 
 def _lr_lambda(steps:int, warmup:int):
-    def f(s): return min(1.0, (s + 1) / max(warmup, 1)) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / max(steps, 1)))
+
+    def f(s):
+        return (
+            min(1.0, (s + 1) / max(warmup, 1))
+            * 0.5
+            * (1 + math.cos(math.pi * min(s, steps) / max(steps, 1)))
+        )
+
     return f
 
 class Interrupted(Exception):
@@ -324,46 +432,62 @@ class Interrupted(Exception):
 # %% ../nbs/02_distill.ipynb #6ea09d22
 def train_draft(draft, # the draft; only its `requires_grad` parameters train
                 data, # a `datasets` Dataset (or list of rows) from `make_distill_data`
-                out:str|Path, # folder for `checkpoint.pt` and `draft.safetensors`; resumes from a checkpoint there
-                steps:int=1000, batch_size:int=8, lr:float=3e-4, warmup:int=50, weight_decay:float=0.0,
+                # folder for `checkpoint.pt` and `draft.safetensors`; resumes from a checkpoint
+                # there
+                out:str|Path,
+                steps:int=1000, batch_size:int=8, lr:float=3e-4, warmup:int=50,
+                weight_decay:float=0.0,
                 w_ce:float=1.0, w_kd:float=1.0, T:float=1.0,
                 target=None, # for dense KD when `data` has no cached top-k
                 ckpt_every:int=100, # steps between atomic checkpoints
                 seed:int=0, mixed_precision:str="no", # "no" or "bf16" (through accelerate)
                 meta:dict|None=None, # extra metadata stored with the weights
                 vocab=None, # a vocabulary subset saved with the weights (see `frequent_tokens`)
-                progress:bool=True, on_step=None, # called as on_step(step, loss_dict) after each step
-                step_fn=None, # `step_fn(model, rows, device) -> (loss, parts)` for other designs (default: the slice's loss)
-                time_limit:float|None=None, # seconds: the LR anneals by then; stop after the step reaching it, save
+                # called as on_step(step, loss_dict) after each step
+                progress:bool=True, on_step=None,
+                # `step_fn(model, rows, device) -> (loss, parts)` for other designs (default: the
+                # slice's loss)
+                step_fn=None,
+                # seconds: the LR anneals by then; stop after the step reaching it, save
+                time_limit:float|None=None,
                ) -> list[dict]:
-    ("Train the draft's trainable parameters with accelerate, on the device the draft is on; returns the log (one dict"
-     " per step, resumed ones included).")
+    (
+        "Train the draft's trainable parameters with accelerate, on the device the draft is on;"
+        " returns the log (one dict per step, resumed ones included)."
+    )
     from accelerate import Accelerator
     from tqdm.auto import tqdm
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     from accelerate.state import AcceleratorState
-    cpu = next(draft.parameters()).device.type != "cuda"  # train where the draft (and the target it reads) lives
+    # train where the draft (and the target it reads) lives
+    cpu = next(draft.parameters()).device.type != "cuda"
     if AcceleratorState._shared_state and (AcceleratorState().mixed_precision != mixed_precision
                                            or (AcceleratorState().device.type != "cuda") != cpu):
-        AcceleratorState._reset_state()  # one process, a second run with another precision or device (a notebook)
+        # one process, a second run with another precision or device (a notebook)
+        AcceleratorState._reset_state()
     acc = Accelerator(mixed_precision=mixed_precision, cpu=cpu)
     names = _trainable_names(draft)
     params = [p for n, p in draft.named_parameters() if p.requires_grad]
     if {id(p) for p in params} != {id(p) for p in trainable_parameters(draft)}:
         raise ValueError("A trainable parameter is tied to another one; untie or freeze it.")
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
-    # with a time limit the schedule is at the later of the step and the clock (the share of the time limit used,
-    # as a step of `steps`): the learning rate reaches zero by the limit however many steps fit before it
+    # with a time limit the schedule is at the later of the step and the clock (the share of the
+    # time limit used, as a step of `steps`): the learning rate reaches zero by the limit however
+    # many steps fit before it
     base, clock = _lr_lambda(steps, warmup), [0]
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: base(max(s, clock[0])))
     start, ck, log = 0, out/"checkpoint.pt", []
     if ck.exists():
         st = torch.load(ck, weights_only=False)
-        if st["names"] != names: raise ValueError(f"{ck} holds other trainable parameters; use a fresh --out.")
+        if st["names"] != names:
+            raise ValueError(f"{ck} holds other trainable parameters; use a fresh --out.")
         with torch.no_grad():
             for n, p in zip(names, params): p.copy_(st["weights"][n])
-        opt.load_state_dict(st["opt"]); sched.load_state_dict(st["sched"]); start, log = st["step"], st["log"]
-        for g, lr0 in zip(opt.param_groups, sched.base_lrs): g["lr"] = lr0 * base(start)  # this run's clock: anew
+        opt.load_state_dict(st["opt"])
+        sched.load_state_dict(st["sched"])
+        start, log = st["step"], st["log"]
+        # this run's clock: anew
+        for g, lr0 in zip(opt.param_groups, sched.base_lrs): g["lr"] = lr0 * base(start)
     model, opt = acc.prepare(draft, opt)
     raw = acc.unwrap_model(model)
     n = len(data)
@@ -371,17 +495,28 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
     def save(step):
         if acc.is_main_process:
             w = {k: p.detach().cpu().clone() for k, p in zip(names, params)}
-            state = dict(step=step, names=names, weights=w, opt=opt.state_dict(), sched=sched.state_dict(), log=log)
+            state = dict(
+                step=step,
+                names=names,
+                weights=w,
+                opt=opt.state_dict(),
+                sched=sched.state_dict(),
+                log=log,
+            )
             atomic_write(ck, lambda tmp: torch.save(state, tmp))
         acc.wait_for_everyone()
     model.train()
-    t0, done = time.time(), steps  # `done`: the steps the saved weights have, fewer if the time limit stops it
-    bar = tqdm(total=steps, initial=start, desc="distill", disable=not (progress and acc.is_main_process))
+    # `done`: the steps the saved weights have, fewer if the time limit stops it
+    t0, done = time.time(), steps
+    bar = tqdm(
+        total=steps, initial=start, desc="distill", disable=not (progress and acc.is_main_process)
+    )
     for step in range(start, steps):
         epoch, k = divmod(step, per_epoch)
         perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100003 + epoch))
         chunk = perm[k * batch_size * acc.num_processes:(k + 1) * batch_size * acc.num_processes]
-        mine = chunk[acc.process_index::acc.num_processes].tolist()  # this process's share of the global batch
+        # this process's share of the global batch
+        mine = chunk[acc.process_index::acc.num_processes].tolist()
         with acc.autocast():
             if step_fn is not None: loss, parts = step_fn(raw, [data[i] for i in mine], acc.device)
             else:
@@ -389,56 +524,83 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
                 loss, parts = step_loss(raw, batch, target, w_ce, w_kd, T, parts=True)
         acc.backward(loss)
         if time_limit is not None:  # the planned step the clock has reached
-            clock[0] = steps if time_limit <= 0 else int(steps * min(1.0, (time.time() - t0) / time_limit))
+            clock[0] = (
+                steps if time_limit <= 0 else int(steps * min(1.0, (time.time() - t0) / time_limit))
+            )
         opt.step(); sched.step(); opt.zero_grad(set_to_none=True)
         rec = dict(step=step + 1, loss=float(loss.detach()), lr=sched.get_last_lr()[0], **parts)
         log.append(rec)
-        bar.update(1); bar.set_postfix(loss=f"{rec['loss']:.3f}", ce=f"{parts['ce']:.3f}", kl=f"{parts['kl']:.3f}")
+        bar.update(1)
+        bar.set_postfix(loss=f"{rec['loss']:.3f}", ce=f"{parts['ce']:.3f}", kl=f"{parts['kl']:.3f}")
         late = time_limit is not None and time.time() - t0 >= time_limit
         if (step + 1) % ckpt_every == 0 or step + 1 == steps or late: save(step + 1)
         if on_step is not None: on_step(step + 1, rec)
         if late and step + 1 < steps:
-            done = step + 1; print(f"time limit reached: stopped after step {done} of {steps}"); break
+            done = step + 1
+            print(f"time limit reached: stopped after step {done} of {steps}")
+            break
     bar.close()
     model.eval()
     if acc.is_main_process:
-        save_draft_weights(raw, out/"draft.safetensors",
-                           dict(meta or {}, n_layers=raw.config.num_hidden_layers, trainable=json.dumps(names),
-                                steps=done, planned_steps=steps, batch_size=batch_size, lr=lr, w_ce=w_ce, w_kd=w_kd,
-                                T=T, seed=seed),
-                           vocab=vocab)
+        save_draft_weights(
+            raw,
+            out / "draft.safetensors",
+            dict(
+                meta or {},
+                n_layers=raw.config.num_hidden_layers,
+                trainable=json.dumps(names),
+                steps=done,
+                planned_steps=steps,
+                batch_size=batch_size,
+                lr=lr,
+                w_ce=w_ce,
+                w_kd=w_kd,
+                T=T,
+                seed=seed,
+            ),
+            vocab=vocab,
+        )
     return log
 
 # %% ../nbs/02_distill.ipynb #619778cd
 def target_fingerprint(target) -> str:
-    "A short sha256 of the target's input embeddings (as bf16 bytes): which target a draft was trained for."
+    """A short sha256 of the target's input embeddings (as bf16 bytes): which target a draft was
+    trained for."""
     import hashlib
     w = target.get_input_embeddings().weight.detach().to(torch.bfloat16).cpu().contiguous()
     return hashlib.sha256(w.view(torch.uint8).numpy().tobytes()).hexdigest()[:16]
 
-WEIGHTS = Path(__file__).parent/"weights" if "__file__" in globals() else Path("../flashspec/weights")
+WEIGHTS = (
+    Path(__file__).parent / "weights" if "__file__" in globals() else Path("../flashspec/weights")
+)
 DISTILLED = "smollm2-135m-instruct.draft.safetensors"
-KD_ANSWERS = "distill/kd_answers_smollm2-135m.npz"  # the target's own answers in the shared data (see its README)
+# the target's own answers in the shared data (see its README)
+KD_ANSWERS = "distill/kd_answers_smollm2-135m.npz"
 
 def load_draft_weights(target, path:str|Path):
-    "A draft sliced from `target` with the trainable part read from `path` (saved by `train_draft`), in eval mode."
+    """A draft sliced from `target` with the trainable part read from `path` (saved by
+    `train_draft`), in eval mode."""
     from safetensors import safe_open
     with safe_open(str(path), "pt") as f:
         meta, sd = f.metadata() or {}, {k: f.get_tensor(k) for k in f.keys()}
     vocab = sd.pop(VOCAB_KEY, None)
     fp = meta.get("target_fingerprint")
     if fp and fp != target_fingerprint(target):
-        raise ValueError(f"{path} was trained for another target (fingerprint {fp}, this target's is "
-                         f"{target_fingerprint(target)}).")
+        raise ValueError(
+            f"{path} was trained for another target (fingerprint {fp}, this target's is "
+            f"{target_fingerprint(target)})."
+        )
     d = make_draft(target, meta.get("design", "slice"), int(meta["n_base"]))
     names = _trainable_names(d)
-    if sorted(names) != sorted(sd): raise ValueError(f"{path} holds {sorted(sd)}, the design trains {sorted(names)}.")
+    if sorted(names) != sorted(sd):
+        raise ValueError(f"{path} holds {sorted(sd)}, the design trains {sorted(names)}.")
     dt = target.get_output_embeddings().weight.dtype
     with torch.no_grad():
         for n, p in d.named_parameters():
             if n in sd: p.copy_(sd[n].to(dt))
     d.requires_grad_(False)
-    if vocab is not None: d.draft_vocab = vocab  # `ModelDrafter` proposes from this subset by default
+    # `ModelDrafter` proposes from this subset by default
+    if vocab is not None: d.draft_vocab = vocab
     return d.eval()
 
 def load_distilled_draft(target, # the embedded SmolLM2-135M-Instruct (any dtype)
@@ -450,39 +612,82 @@ def load_distilled_draft(target, # the embedded SmolLM2-135M-Instruct (any dtype
 
 # %% ../nbs/02_distill.ipynb #4151fca6
 def _data_args(p):
-    p.add_argument("--target", help="local HF checkpoint of the target (default: embedded SmolLM2-135M-Instruct)")
+    p.add_argument(
+        "--target",
+        help="local HF checkpoint of the target (default: embedded SmolLM2-135M-Instruct)",
+    )
     p.add_argument("--prompts", help="JSONL prompt pool (default: the shared distillation pool)")
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--n-prompts", type=int, help="conversations to answer, spread over categories (default: all)")
+    p.add_argument(
+        "--n-prompts",
+        type=int,
+        help="conversations to answer, spread over categories (default: all)",
+    )
     p.add_argument("--max-prompt-tokens", type=int, default=384)
     p.add_argument("--max-new-tokens", type=int, default=160)
     p.add_argument("--topk", type=int, default=64, help="target logits cached per answer position")
     p.add_argument("--batch-size", type=int, default=16, help="generation batch")
     p.add_argument("--shard-size", type=int, default=64)
-    p.add_argument("--text-prompts", type=int, default=0,
-                   help="also teacher-force this many further pool conversations (existing text): OUT/text")
+    p.add_argument(
+        "--text-prompts",
+        type=int,
+        default=0,
+        help="also teacher-force this many further pool conversations (existing text): OUT/text",
+    )
     p.add_argument("--data-dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
-    p.add_argument("--device", default="cpu", help="where the target runs (generation, features) and the draft trains: "
-                   "cpu, cuda, cuda:1, ...")
+    p.add_argument(
+        "--device",
+        default="cpu",
+        help=(
+            "where the target runs (generation, features) and the draft trains: "
+            "cpu, cuda, cuda:1, ..."
+        ),
+    )
 
 def cmd_distill_data(args):
-    "`flashspec distill-data`: the target answers the pool on `--device` (and teacher-forces `--text-prompts` more)."
+    """`flashspec distill-data`: the target answers the pool on `--device` (and teacher-forces
+    `--text-prompts` more)."""
     target, tok = load_target(args.target, dtype=args.data_dtype, device=args.device)
     t0 = time.time()
-    ds = make_distill_data(target, tok, Path(args.out)/"answers", args.prompts, args.n_prompts,
-                           args.max_prompt_tokens, args.max_new_tokens, args.topk, args.shard_size, args.batch_size)
+    ds = make_distill_data(
+        target,
+        tok,
+        Path(args.out) / "answers",
+        args.prompts,
+        args.n_prompts,
+        args.max_prompt_tokens,
+        args.max_new_tokens,
+        args.topk,
+        args.shard_size,
+        args.batch_size,
+    )
     n_ans = sum(len(x) - p for x, p in zip(ds["input_ids"], ds["n_prompt"]))
-    print(f"{len(ds)} answered turns, {n_ans} answer tokens in {time.time() - t0:.0f} s -> {Path(args.out)/'answers'}")
+    print(
+        f"{len(ds)} answered turns, {n_ans} answer tokens in {time.time() - t0:.0f} s ->"
+        f" {Path(args.out)/'answers'}"
+    )
     if args.text_prompts:
         t0, n0 = time.time(), args.n_prompts or 0
-        tx = make_text_data(target, tok, Path(args.out)/"text", args.prompts, n0, n0 + args.text_prompts,
-                            args.max_prompt_tokens, args.topk)
+        tx = make_text_data(
+            target,
+            tok,
+            Path(args.out) / "text",
+            args.prompts,
+            n0,
+            n0 + args.text_prompts,
+            args.max_prompt_tokens,
+            args.topk,
+        )
         n_tx = sum(len(x) - p for x, p in zip(tx["input_ids"], tx["n_prompt"]))
-        print(f"{len(tx)} texts, {n_tx} teacher-forced positions in {time.time() - t0:.0f} s -> {Path(args.out)/'text'}")
+        print(
+            f"{len(tx)} texts, {n_tx} teacher-forced positions in {time.time() - t0:.0f} s ->"
+            f" {Path(args.out)/'text'}"
+        )
     return 0
 
 def load_kd_data(folders:list) -> "datasets.Dataset":
-    "Concatenate the `data` sets under the given folders (`answers`, `text`, or any `make_*_data` output)."
+    """Concatenate the `data` sets under the given folders (`answers`, `text`, or any `make_*_data`
+    output)."""
     from datasets import concatenate_datasets, load_from_disk
     return concatenate_datasets([load_from_disk(str(Path(f)/"data")) for f in folders])
 
@@ -497,100 +702,194 @@ def _caps(items:list|None) -> dict:
     caps = {}
     for it in items or []:
         s, _, n = it.partition("=")
-        if not s or not n.isdigit(): raise SystemExit(f"--cap takes SOURCE=N (e.g. gsm8k_train=700), not {it!r}.")
+        if not s or not n.isdigit():
+            raise SystemExit(f"--cap takes SOURCE=N (e.g. gsm8k_train=700), not {it!r}.")
         caps[s] = int(n)
     return caps
 
 def _check_held_out(init, held):
-    "Warn when `init` may have trained on rows this run holds out: their agreement would be flattered."
+    """Warn when `init` may have trained on rows this run holds out: their agreement would be
+    flattered."""
     from safetensors import safe_open
     with safe_open(str(init), "pt") as f: m = f.metadata() or {}
     now = [] if held is None else held.rows.tolist()
     same = (m.get("held_out_sha") == held.tokens_sha() if m.get("held_out_sha") and held is not None
-            else json.loads(m.get("held_out") or "[]") == now)  # older files list row numbers only: compared as such
+            # older files list row numbers only: compared as such
+            else json.loads(m.get("held_out") or "[]") == now)
     if not same:
-        print(f"warning: {init} held out other rows than this run does (or none): the held-out rows here may be "
-              "rows it trained on, so their agreement would be flattered; compare on other prompts (e.g. Spec-Bench).")
+        print(
+            f"warning: {init} held out other rows than this run does (or none): the held-out rows"
+            " here may be rows it trained on, so their agreement would be flattered; compare on"
+            " other prompts (e.g. Spec-Bench)."
+        )
 
 def cmd_distill_features(args):
-    ("`flashspec distill --features CACHE`: a feature drafter (`--design eagle3`, the cache made first if"
-     " needed), or a slice on the same rows.")
+    (
+        "`flashspec distill --features CACHE`: a feature drafter (`--design eagle3`, the cache made"
+        " first if needed), or a slice on the same rows."
+    )
     import numpy as np
-    from flashspec.eagle import (extract_features, FeatureData, cache_vocab, train_feature_drafter, train_slice_on_features,
-                                 capped_rows)
+    from flashspec.eagle import (
+        extract_features,
+        FeatureData,
+        cache_vocab,
+        train_feature_drafter,
+        train_slice_on_features,
+        capped_rows,
+    )
+
     feats = Path(args.features or Path(args.out)/"features")
     kd = Path(args.kd) if args.kd else data_dir()/KD_ANSWERS
-    if not (feats/"progress.json").exists() or FeatureData(feats).meta["rows"] > len(FeatureData(feats)):
+    if not (feats / "progress.json").exists() or FeatureData(feats).meta["rows"] > len(
+        FeatureData(feats)
+    ):
         caps = _caps(args.cap)
-        rows = capped_rows(kd, args.prompts or data_dir()/DISTILL, caps) if caps else None  # None: every conversation
+        # None: every conversation
+        rows = capped_rows(kd, args.prompts or data_dir()/DISTILL, caps) if caps else None
         # features and top-k from a bf16 pass (3x faster on the CPU), on --device
         t16, tok = load_target(args.target, dtype="bfloat16", device=args.device)
         extract_features(t16, tok, kd, feats, rows=rows, k=args.topk_features)
         del t16
     if getattr(args, "features_only", False): print(f"feature cache ready: {feats}"); return 0
-    target, tok = load_target(args.target, dtype="float32", device=args.device)  # the draft trains where it lives
+    # the draft trains where it lives
+    target, tok = load_target(args.target, dtype="float32", device=args.device)
     data = FeatureData(feats)
     train, held = data.split(args.held_out) if args.held_out else (data, None)
     if args.init: _check_held_out(args.init, held)
     vocab = (cache_vocab(train, args.draft_vocab, always=sorted(_eos_ids(target)))
-             if args.draft_vocab and not args.init else None)  # a fine-tuned drafter keeps its own vocabulary
+             # a fine-tuned drafter keeps its own vocabulary
+             if args.draft_vocab and not args.init else None)
     argv = getattr(args, "argv", None) or sys.argv[1:]
-    common = dict(steps=args.steps, batch_size=args.train_batch_size, lr=args.lr, warmup=args.warmup, w_ce=args.w_ce,
-                  w_kd=args.w_kd, T=args.T, vocab=vocab, mixed_precision=args.mixed_precision, seed=args.seed,
-                  ckpt_every=args.ckpt_every, time_limit=_seconds(args.time_limit),
-                  meta=dict(command=" ".join(["flashspec"] + list(argv)),
-                            held_out=json.dumps(held.rows.tolist()) if held is not None else "",
-                            held_out_sha=held.tokens_sha() if held is not None else ""))
+    common = dict(
+        steps=args.steps,
+        batch_size=args.train_batch_size,
+        lr=args.lr,
+        warmup=args.warmup,
+        w_ce=args.w_ce,
+        w_kd=args.w_kd,
+        T=args.T,
+        vocab=vocab,
+        mixed_precision=args.mixed_precision,
+        seed=args.seed,
+        ckpt_every=args.ckpt_every,
+        time_limit=_seconds(args.time_limit),
+        meta=dict(
+            command=" ".join(["flashspec"] + list(argv)),
+            held_out=json.dumps(held.rows.tolist()) if held is not None else "",
+            held_out_sha=held.tokens_sha() if held is not None else "",
+        ),
+    )
     if args.design == "eagle3":
-        _, log = train_feature_drafter(target, train, args.out, ttt_steps=args.ttt_steps, step_decay=args.step_decay,
-                                       w_feat=args.w_feat, init=args.init, **common)
-    else: _, log = train_slice_on_features(target, train, args.out, args.design, args.layers, **common)
+        _, log = train_feature_drafter(
+            target,
+            train,
+            args.out,
+            ttt_steps=args.ttt_steps,
+            step_decay=args.step_decay,
+            w_feat=args.w_feat,
+            init=args.init,
+            **common,
+        )
+    else:
+        _, log = train_slice_on_features(
+            target, train, args.out, args.design, args.layers, **common
+        )
     (Path(args.out)/"log.json").write_text(json.dumps(log))
     print(f"target unchanged; trained {args.design} draft -> {Path(args.out)/'draft.safetensors'}")
     return 0
 
 def cmd_distill(args):
     "`flashspec distill`: train a draft of the chosen design on the target's own answers."
-    if args.init and args.design != "eagle3":  # before any data is made: a feature cache can take an hour
+    # before any data is made: a feature cache can take an hour
+    if args.init and args.design != "eagle3":
         raise SystemExit("--init fine-tunes a feature drafter: use it with --design eagle3.")
     if args.design == "eagle3" or args.features: return cmd_distill_features(args)
     if args.cap:
-        raise SystemExit("--cap selects a feature cache's conversations: use it with --design eagle3 or --features.")
+        raise SystemExit(
+            "--cap selects a feature cache's conversations: use it with --design eagle3 or"
+            " --features."
+        )
     data = [Path(d) for d in args.data] if args.data else [Path(args.out)/"answers"]
     if not args.data and not (data[0]/"data").exists():
         cmd_distill_data(args)
         if args.text_prompts: data.append(Path(args.out)/"text")
     ds = load_kd_data(data)
-    target, tok = load_target(args.target, dtype="float32", device=args.device)  # fp32 masters; bf16 autocast if asked
+    # fp32 masters; bf16 autocast if asked
+    target, tok = load_target(args.target, dtype="float32", device=args.device)
     before = param_hashes(target)
     draft = make_draft(target, args.design, args.layers)
     argv = getattr(args, "argv", None) or sys.argv[1:]
-    meta = dict(design=args.design, n_base=args.layers, target_fingerprint=target_fingerprint(target),
-                data=" ".join(map(str, data)), examples=len(ds), command=" ".join(["flashspec"] + list(argv)))
-    vocab = frequent_tokens(ds, args.draft_vocab, always=sorted(_eos_ids(target))) if args.draft_vocab else None
-    log = train_draft(draft, ds, args.out, steps=args.steps, batch_size=args.train_batch_size, lr=args.lr,
-                warmup=args.warmup, w_ce=args.w_ce, w_kd=args.w_kd, T=args.T, ckpt_every=args.ckpt_every,
-                seed=args.seed, mixed_precision=args.mixed_precision, meta=meta, vocab=vocab,
-                time_limit=_seconds(args.time_limit))
-    if param_hashes(target) != before: raise RuntimeError("Training changed the target's parameters.")
+    meta = dict(
+        design=args.design,
+        n_base=args.layers,
+        target_fingerprint=target_fingerprint(target),
+        data=" ".join(map(str, data)),
+        examples=len(ds),
+        command=" ".join(["flashspec"] + list(argv)),
+    )
+    vocab = (
+        frequent_tokens(ds, args.draft_vocab, always=sorted(_eos_ids(target)))
+        if args.draft_vocab
+        else None
+    )
+    log = train_draft(
+        draft,
+        ds,
+        args.out,
+        steps=args.steps,
+        batch_size=args.train_batch_size,
+        lr=args.lr,
+        warmup=args.warmup,
+        w_ce=args.w_ce,
+        w_kd=args.w_kd,
+        T=args.T,
+        ckpt_every=args.ckpt_every,
+        seed=args.seed,
+        mixed_precision=args.mixed_precision,
+        meta=meta,
+        vocab=vocab,
+        time_limit=_seconds(args.time_limit),
+    )
+    if param_hashes(target) != before:
+        raise RuntimeError("Training changed the target's parameters.")
     (Path(args.out)/"log.json").write_text(json.dumps(log))
     k = max(1, len(log) // 10)
     tenths = [log[i:i + k] for i in range(0, len(log), k)]
-    print("loss, mean of each tenth of the run: " + " ".join(f"{sum(r['loss'] for r in t) / len(t):.2f}" for t in tenths))
+    print(
+        "loss, mean of each tenth of the run: "
+        + " ".join(f"{sum(r['loss'] for r in t) / len(t):.2f}" for t in tenths)
+    )
     print(f"target unchanged ({len(before)} parameter and buffer hashes equal); "
           f"trained draft -> {Path(args.out)/'draft.safetensors'}")
     return 0
 
 def add_cli(subparsers):
     "Register `distill-data` and `distill` on an argparse subparsers object."
-    p = subparsers.add_parser("distill-data", help="the target answers a prompt pool: sequence-level KD data")
+    p = subparsers.add_parser(
+        "distill-data", help="the target answers a prompt pool: sequence-level KD data"
+    )
     _data_args(p); p.set_defaults(fn=cmd_distill_data)
-    p = subparsers.add_parser("distill", help="train a draft on the target's answers (makes the data if needed)")
+    p = subparsers.add_parser(
+        "distill", help="train a draft on the target's answers (makes the data if needed)"
+    )
     _data_args(p)
-    p.add_argument("--data", nargs="+", help="folders from distill-data (OUT/answers, OUT/text); default: make them in OUT")
-    p.add_argument("--design", default="frozen+1", choices=DESIGNS + ("eagle3",),
-                   help="slice / frozen+1: a sliced draft; eagle3: a feature drafter on the target's hidden states")
-    p.add_argument("--layers", type=int, default=4, help="slice: layers trained; frozen+1: frozen layers below")
+    p.add_argument(
+        "--data",
+        nargs="+",
+        help="folders from distill-data (OUT/answers, OUT/text); default: make them in OUT",
+    )
+    p.add_argument(
+        "--design",
+        default="frozen+1",
+        choices=DESIGNS + ("eagle3",),
+        help=(
+            "slice / frozen+1: a sliced draft; eagle3: a feature drafter on the target's hidden"
+            " states"
+        ),
+    )
+    p.add_argument(
+        "--layers", type=int, default=4, help="slice: layers trained; frozen+1: frozen layers below"
+    )
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--train-batch-size", type=int, default=8)
     p.add_argument("--lr", type=float, default=3e-4)
@@ -599,50 +898,100 @@ def add_cli(subparsers):
     p.add_argument("--w-kd", type=float, default=1.0)
     p.add_argument("--T", type=float, default=1.0)
     p.add_argument("--ckpt-every", type=int, default=100)
-    p.add_argument("--time-limit", type=float, help="minutes: the learning rate anneals by then (or by --steps, if "
-                   "sooner); training stops after the step that reaches it and saves the draft; rerunning resumes")
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        help=(
+            "minutes: the learning rate anneals by then (or by --steps, if sooner); training stops"
+            " after the step that reaches it and saves the draft; rerunning resumes"
+        ),
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--mixed-precision", default="bf16", choices=["no", "bf16"])
-    p.add_argument("--draft-vocab", type=int, default=0,
-                   help="save a vocabulary subset with the draft: the N tokens the target ranks first most often "
-                   "in the data (0 = all)")
+    p.add_argument(
+        "--draft-vocab",
+        type=int,
+        default=0,
+        help=(
+            "save a vocabulary subset with the draft: the N tokens the target ranks first most"
+            " often in the data (0 = all)"
+        ),
+    )
     g = p.add_argument_group("eagle3 (feature drafter)")
-    g.add_argument("--features", help="feature cache folder (made there from --kd if missing or unfinished; "
-    "default OUT/features); "
-                   "with --design slice, the slice trains on the same rows")
+    g.add_argument(
+        "--features",
+        help=(
+            "feature cache folder (made there from --kd if missing or unfinished; "
+            "default OUT/features); "
+            "with --design slice, the slice trains on the same rows"
+        ),
+    )
     g.add_argument("--kd", help=f"the target's answers, as the shared {KD_ANSWERS} (its default)")
-    g.add_argument("--topk-features", type=int, default=8, help="target logits kept per position in the cache")
-    g.add_argument("--ttt-steps", type=int, default=3, help="draft steps unrolled in training (training-time test)")
-    g.add_argument("--step-decay", type=float, default=0.8, help="loss weight of step s: decay ** (s - 1)")
-    g.add_argument("--w-feat", type=float, default=0.0, help="weight of the SmoothL1 feature term (EAGLE-1/2); 0 = none")
+    g.add_argument(
+        "--topk-features", type=int, default=8, help="target logits kept per position in the cache"
+    )
+    g.add_argument(
+        "--ttt-steps",
+        type=int,
+        default=3,
+        help="draft steps unrolled in training (training-time test)",
+    )
+    g.add_argument(
+        "--step-decay", type=float, default=0.8, help="loss weight of step s: decay ** (s - 1)"
+    )
+    g.add_argument(
+        "--w-feat",
+        type=float,
+        default=0.0,
+        help="weight of the SmoothL1 feature term (EAGLE-1/2); 0 = none",
+    )
     g.add_argument("--held-out", type=int, default=200,
                    help="conversations kept out of training (listed in the weights' metadata)")
-    g.add_argument("--cap", action="append", metavar="SOURCE=N",
-                   help="making the cache: at most N conversations of a source of the pool (repeatable), drawn in a "
-                        "fixed shuffled order; default: every conversation, in file order")
-    g.add_argument("--features-only", action="store_true", help="make the feature cache, then stop (no training)")
-    g.add_argument("--init", help="a feature drafter's .safetensors to start from (fine-tune; its vocabulary is kept)")
+    g.add_argument(
+        "--cap",
+        action="append",
+        metavar="SOURCE=N",
+        help=(
+            "making the cache: at most N conversations of a source of the pool (repeatable), drawn"
+            " in a fixed shuffled order; default: every conversation, in file order"
+        ),
+    )
+    g.add_argument(
+        "--features-only",
+        action="store_true",
+        help="make the feature cache, then stop (no training)",
+    )
+    g.add_argument(
+        "--init",
+        help="a feature drafter's .safetensors to start from (fine-tune; its vocabulary is kept)",
+    )
     p.set_defaults(fn=cmd_distill)
 
 # %% ../nbs/02_distill.ipynb #3eb29654
 @torch.no_grad()
 def agreement(draft, rows:list[dict], # rows with `topk_indices` from the target
               batch_size:int=8) -> dict:
-    "Teacher-forced top-1 and top-3 agreement of `draft` with the target's argmax at the rows' answer positions."
+    """Teacher-forced top-1 and top-3 agreement of `draft` with the target's argmax at the rows'
+    answer positions."""
     hit1 = hit3 = n = 0
     for s in range(0, len(rows), batch_size):
         b = collate(rows[s:s + batch_size])
-        h = draft.model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).last_hidden_state
+        h = draft.model(
+            input_ids=b["input_ids"], attention_mask=b["attention_mask"]
+        ).last_hidden_state
         z = draft.lm_head(h[b["labels"] != -100])  # (n, V)
         t = b["topk_indices"][:, 0]
         top3 = z.topk(3, -1).indices
-        hit1 += int((top3[:, 0] == t).sum()); hit3 += int((top3 == t[:, None]).any(-1).sum()); n += len(t)
+        hit1 += int((top3[:, 0] == t).sum())
+        hit3 += int((top3 == t[:, None]).any(-1).sum())
+        n += len(t)
     return dict(top1=hit1 / max(n, 1), top3=hit3 / max(n, 1), positions=n)
 
 @torch.no_grad()
 def alpha(target, draft, rows:list[dict], # rows with `input_ids` and `n_prompt`
           temperature:float=0.0, batch_size:int=8) -> float:
-    "Teacher-forced expected acceptance of one drafted token, mean over the rows' answer positions (see below)."
+    """Teacher-forced expected acceptance of one drafted token, mean over the rows' answer positions
+    (see below)."""
     tot, n = 0.0, 0
     for s in range(0, len(rows), batch_size):
         b = collate(rows[s:s + batch_size], use_topk=False)
@@ -659,32 +1008,52 @@ def alpha(target, draft, rows:list[dict], # rows with `input_ids` and `n_prompt`
 MAX_STEPS = 8  # draft steps whose acceptance `acceptance` reports
 
 def acceptance(target, draft, prompts:list[list[int]], # prompt token ids
-               max_new_tokens:int=48, tree=None, sampling=None, seed:int=0, progress:bool=False, **kw) -> dict:
-    "Speculative decoding of each prompt with `generate`; acceptance and speed summed over the prompts."
+               max_new_tokens:int=48, tree=None, sampling=None, seed:int=0, progress:bool=False,
+               **kw) -> dict:
+    """Speculative decoding of each prompt with `generate`; acceptance and speed summed over the
+    prompts."""
     from tqdm.auto import tqdm
     sampling = sampling or Sampling()
     c = dict(accepted=0, depth=0, first=0, rounds=0, tokens=0, forwards=0, seconds=0.0,
              reach=[0] * MAX_STEPS, tried=[0] * MAX_STEPS)  # per draft step k = 1..MAX_STEPS
     for i, ids in enumerate(tqdm(prompts, desc="acceptance", disable=not progress, leave=False)):
-        out, st = generate(target, draft, ids, max_new_tokens, sampling=sampling, tree=tree, seed=seed + i, **kw)
-        c["accepted"] += sum(st.accepted); c["depth"] += sum(st.drafted_depth); c["first"] += sum(a > 0 for a in st.accepted)
-        c["rounds"] += len(st.accepted); c["tokens"] += st.new_tokens; c["forwards"] += st.target_forwards
+        out, st = generate(
+            target, draft, ids, max_new_tokens, sampling=sampling, tree=tree, seed=seed + i, **kw
+        )
+        c["accepted"] += sum(st.accepted)
+        c["depth"] += sum(st.drafted_depth)
+        c["first"] += sum(a > 0 for a in st.accepted)
+        c["rounds"] += len(st.accepted)
+        c["tokens"] += st.new_tokens
+        c["forwards"] += st.target_forwards
         c["seconds"] += st.total_s - st.prefill_s
         for a, dep in zip(st.accepted, st.drafted_depth):
-            for k in range(min(dep, a + 1, MAX_STEPS)): c["tried"][k] += 1  # step k+1 drafted, steps 1..k accepted
+            # step k+1 drafted, steps 1..k accepted
+            for k in range(min(dep, a + 1, MAX_STEPS)): c["tried"][k] += 1
             for k in range(min(a, MAX_STEPS)): c["reach"][k] += 1           # step k+1 accepted
     return _acceptance_summary(c)
 
 def _acceptance_summary(c:dict) -> dict:
-    # acceptance at draft step k: of the rounds that drafted step k after accepting steps 1..k-1, the share accepting it
+    # acceptance at draft step k: of the rounds that drafted step k after accepting steps 1..k-1,
+    # the share accepting it
     steps = [r / t if t else None for r, t in zip(c["reach"], c["tried"])]
-    return dict(first_token=c["first"] / max(c["rounds"], 1), acceptance_rate=c["accepted"] / max(c["depth"], 1),
-                mean_accepted_length=c["tokens"] / max(c["forwards"], 1),
-                ms_per_token=1000 * c["seconds"] / max(c["tokens"], 1),
-                tokens=c["tokens"], step_acceptance=steps, counts=c)
+    return dict(
+        first_token=c["first"] / max(c["rounds"], 1),
+        acceptance_rate=c["accepted"] / max(c["depth"], 1),
+        mean_accepted_length=c["tokens"] / max(c["forwards"], 1),
+        ms_per_token=1000 * c["seconds"] / max(c["tokens"], 1),
+        tokens=c["tokens"],
+        step_acceptance=steps,
+        counts=c,
+    )
 
 def pool_acceptance(results:list[dict]) -> dict:
     "Combine `acceptance` results of disjoint prompt sets into the result over all of them."
-    c = {k: sum(r["counts"][k] for r in results) for k in results[0]["counts"] if k not in ("reach", "tried")}
-    for k in ("reach", "tried"): c[k] = [sum(x) for x in zip(*(r["counts"].get(k, [0] * MAX_STEPS) for r in results))]
+    c = {
+        k: sum(r["counts"][k] for r in results)
+        for k in results[0]["counts"]
+        if k not in ("reach", "tried")
+    }
+    for k in ("reach", "tried"):
+        c[k] = [sum(x) for x in zip(*(r["counts"].get(k, [0] * MAX_STEPS) for r in results))]
     return _acceptance_summary(c)

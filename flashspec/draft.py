@@ -19,41 +19,53 @@ def _decoder(model):
 
 def slice_draft(target:nn.Module, # the target causal LM (not modified)
                 n_layers:int, # how many of the target's first decoder layers the draft keeps
-                trainable:tuple=("layers", "norm"), # parts left trainable: any of "embed", "layers", "norm", "head"
+                # parts left trainable: any of "embed", "layers", "norm", "head"
+                trainable:tuple=("layers", "norm"),
                ) -> nn.Module:
-    "A draft made of the target's embeddings, first `n_layers` decoder layers, final norm and head, all copied."
+    """A draft made of the target's embeddings, first `n_layers` decoder layers, final norm and
+    head, all copied."""
     check_supported(target)
     n_total = target.config.num_hidden_layers
     if not 1 <= n_layers <= n_total:
-        raise ValueError(f"n_layers must be in 1..{n_total} (the target's layer count), got {n_layers}.")
+        raise ValueError(
+            f"n_layers must be in 1..{n_total} (the target's layer count), got {n_layers}."
+        )
     bad = set(trainable) - {"embed", "layers", "norm", "head"}
-    if bad: raise ValueError(f"Unknown trainable parts {sorted(bad)}; choose from embed, layers, norm, head.")
+    if bad:
+        raise ValueError(
+            f"Unknown trainable parts {sorted(bad)}; choose from embed, layers, norm, head."
+        )
     cfg = copy.deepcopy(target.config)
     cfg.num_hidden_layers = n_layers
     if getattr(cfg, "layer_types", None) is not None: cfg.layer_types = cfg.layer_types[:n_layers]
-    with torch.device("meta"): draft = type(target)(cfg)  # structure only; every tensor comes from the target
+    # structure only; every tensor comes from the target
+    with torch.device("meta"): draft = type(target)(cfg)
     src, dst = _decoder(target), _decoder(draft)
     dst.embed_tokens = copy.deepcopy(src.embed_tokens)
     dst.layers = nn.ModuleList([copy.deepcopy(src.layers[i]) for i in range(n_layers)])
     dst.norm = copy.deepcopy(src.norm)
-    dst.rotary_emb = copy.deepcopy(src.rotary_emb)  # inv_freq buffer and rope scaling, as the target has them
+    # inv_freq buffer and rope scaling, as the target has them
+    dst.rotary_emb = copy.deepcopy(src.rotary_emb)
     tied = target.get_output_embeddings().weight is src.embed_tokens.weight
     if tied: draft.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False, device="cpu")
     else: draft.lm_head = copy.deepcopy(target.get_output_embeddings())
     if tied: draft.lm_head.weight = dst.embed_tokens.weight  # tied weights stay tied
     draft.to(target.get_output_embeddings().weight.device).eval()
     draft.generation_config = copy.deepcopy(target.generation_config)
-    parts = {"embed": dst.embed_tokens, "layers": dst.layers, "norm": dst.norm, "head": draft.lm_head}
+    parts = {"embed": dst.embed_tokens, "layers": dst.layers, "norm": dst.norm,
+             "head": draft.lm_head}
     draft.requires_grad_(False)
     for name in trainable:
         if tied and name in ("embed", "head"):
-            raise ValueError("The target ties its embeddings and head; training either would change both, "
-                             "and they are the draft's link to the target's vocabulary. Leave them frozen.")
+            raise ValueError(
+                "The target ties its embeddings and head; training either would change both, and "
+                "they are the draft's link to the target's vocabulary. Leave them frozen.")
         parts[name].requires_grad_(True)
     return draft
 
 def trainable_parameters(model:nn.Module) -> list[nn.Parameter]:
-    "The parameters an optimizer may touch: those with `requires_grad`, de-duplicated (tied weights once)."
+    """The parameters an optimizer may touch: those with `requires_grad`, de-duplicated (tied
+    weights once)."""
     seen, out = set(), []
     for p in model.parameters():
         if p.requires_grad and id(p) not in seen: seen.add(id(p)); out.append(p)
@@ -61,21 +73,29 @@ def trainable_parameters(model:nn.Module) -> list[nn.Parameter]:
 
 # %% ../nbs/01_draft.ipynb #7e6dc82f
 def param_hashes(model:nn.Module) -> dict[str, str]:
-    "A sha256 of every parameter and buffer's bytes, by name: compare before and after to prove nothing moved."
+    """A sha256 of every parameter and buffer's bytes, by name: compare before and after to prove
+    nothing moved."""
     import hashlib
     out = {}
     for name, t in list(model.named_parameters()) + list(model.named_buffers()):
         t = t.detach().cpu().contiguous()
-        out[name] = hashlib.sha256(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"").hexdigest()
+        out[name] = hashlib.sha256(
+            t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        ).hexdigest()
     return out
 
 # %% ../nbs/01_draft.ipynb #8fb549b1
-def check_compatible(target:nn.Module, draft:nn.Module, target_tokenizer=None, draft_tokenizer=None) -> None:
-    "Raise a clear `ValueError` unless draft and target share a vocabulary (head size, and tokenizers if given)."
+def check_compatible(
+    target: nn.Module, draft: nn.Module, target_tokenizer=None, draft_tokenizer=None
+) -> None:
+    """Raise a clear `ValueError` unless draft and target share a vocabulary (head size, and
+    tokenizers if given)."""
     vt, vd = target.get_output_embeddings().out_features, draft.get_output_embeddings().out_features
     if vt != vd:
-        raise ValueError(f"Draft and target vocabularies differ: the target's head has {vt} outputs, the draft's {vd}. "
-                         "Speculative decoding needs a draft that shares the target's tokenizer.")
+        raise ValueError(
+            f"Draft and target vocabularies differ: the target's head has {vt} outputs, the draft's"
+            f" {vd}. Speculative decoding needs a draft that shares the target's tokenizer."
+        )
     if target_tokenizer is not None and draft_tokenizer is not None:
         if target_tokenizer.get_vocab() != draft_tokenizer.get_vocab():
             raise ValueError("Draft and target tokenizers differ (different token-to-id maps).")

@@ -25,16 +25,20 @@ __all__ = ['EAGLE_WEIGHTS', 'aux_layers', 'answer_mask', 'last_rows', 'capped_ro
 
 # %% ../nbs/07b_eagle.ipynb #14a8b421
 def aux_layers(n_layers:int) -> tuple[int, int, int]:
-    "Hidden-state indices the drafter reads: the inputs of layers 2, n//2 and n-3 (EAGLE-3's default in every engine)."
-    if n_layers < 5: return (1, max(1, n_layers // 2), n_layers)  # tiny test models: low, middle, last
+    """Hidden-state indices the drafter reads: the inputs of layers 2, n//2 and n-3 (EAGLE-3's
+    default in every engine)."""
+    # tiny test models: low, middle, last
+    if n_layers < 5: return (1, max(1, n_layers // 2), n_layers)
     return (2, n_layers // 2, n_layers - 3)
 
 # %% ../nbs/07b_eagle.ipynb #1624905b
 def answer_mask(ids:np.ndarray, # (L,) token ids of one rendered conversation
-                header:list[int], # the token ids that open an assistant turn (e.g. `<|im_start|>assistant\\n`)
+                # the token ids that open an assistant turn (e.g. `<|im_start|>assistant\\n`)
+                header:list[int],
                 end_id:int, # the id that closes a turn (`<|im_end|>`)
                ) -> np.ndarray:
-    "(L,) bool: position p is trained when token p + 1 belongs to an assistant answer (its closing token included)."
+    """(L,) bool: position p is trained when token p + 1 belongs to an assistant answer (its closing
+    token included)."""
     ids, L, h = np.asarray(ids), len(ids), len(header)
     inside = np.zeros(L, dtype=bool)
     p = 0
@@ -49,24 +53,36 @@ def answer_mask(ids:np.ndarray, # (L,) token ids of one rendered conversation
 
 # %% ../nbs/07b_eagle.ipynb #e82f690a
 def last_rows(offsets:np.ndarray, conv:np.ndarray) -> np.ndarray:
-    "Indices of the last row of each conversation (its prompt holds the earlier turns), in file order."
+    """Indices of the last row of each conversation (its prompt holds the earlier turns), in file
+    order."""
     last = {}
     for i, c in enumerate(conv): last[int(c)] = i
     return np.array(sorted(last.values()), dtype=np.int64)
 
 def capped_rows(kd_path:str|Path, # the `kd_answers_*.npz`: its `conv` is a line number of `prompts`
-                prompts:str|Path, # the JSONL pool those conversations came from (one `source` per line)
-                caps:dict, # source -> the most conversations kept; a source is `source` up to its first ':'
-                seed:int=0, # the shuffle: the same seed, caps and files give the same rows in the same order
+                # the JSONL pool those conversations came from (one `source` per line)
+                prompts:str|Path,
+                # source -> the most conversations kept; a source is `source` up to its first ':'
+                caps:dict,
+                # the shuffle: the same seed, caps and files give the same rows in the same order
+                seed:int=0,
                ) -> np.ndarray:
-    "The last row of each conversation, in a seeded shuffled order, at most `caps[source]` per source."
+    """The last row of each conversation, in a seeded shuffled order, at most `caps[source]` per
+    source."""
     d = np.load(kd_path); conv = d["conv"]
-    lines = Path(prompts).read_text().split("\n")  # not splitlines(): a JSON string may hold U+2028 and its kin
-    src = [json.loads(l)["source"].split(":")[0] if l.strip() else None for l in lines]  # index = line number
+    # not splitlines(): a JSON string may hold U+2028 and its kin
+    lines = Path(prompts).read_text().split("\n")
+    # index = line number
+    src = [json.loads(l)["source"].split(":")[0] if l.strip() else None for l in lines]
     unknown = set(caps) - set(src)
-    if unknown: raise ValueError(f"No source {sorted(unknown)} in {prompts}; its sources are {sorted(set(src) - {None})}.")
+    if unknown:
+        raise ValueError(
+            f"No source {sorted(unknown)} in {prompts}; its sources are"
+            f" {sorted(set(src) - {None})}."
+        )
     rows = last_rows(d["offsets"], conv)
-    rows = rows[np.random.default_rng(seed).permutation(len(rows))]  # (R,) shuffled, then capped in that order
+    # (R,) shuffled, then capped in that order
+    rows = rows[np.random.default_rng(seed).permutation(len(rows))]
     kept, n = [], {}
     for r in rows:
         s = src[conv[r]]
@@ -74,40 +90,59 @@ def capped_rows(kd_path:str|Path, # the `kd_answers_*.npz`: its `conv` is a line
     return np.asarray(kept, dtype=np.int64)
 
 def _open(path:Path, shape, dtype, mode):
-    return np.lib.format.open_memmap(path, mode=mode, dtype=dtype, shape=shape if mode == "w+" else None)
+    return np.lib.format.open_memmap(
+        path, mode=mode, dtype=dtype, shape=shape if mode == "w+" else None
+    )
 
 @torch.no_grad()
-def extract_features(target, tok, kd_path:str|Path, # the `kd_answers_*.npz` of the shared data (or any file of its format)
-                     out:str|Path, # folder of the cache
-                     rows:np.ndarray|None=None, # row indices to use (default: the last row of each conversation)
-                     k:int=8, # top-k logits kept per position
-                     tokens_per_batch:int=4096, # rows per forward: as many as fit this many (padded) tokens
-                     chunk:int=256, # rows per step of progress (batched by length inside a chunk)
-                     progress:bool=True):
-    "Teacher-forced target pass over `rows`, writing features, top-k and loss masks to `out` (resumable)."
+def extract_features(
+    # the `kd_answers_*.npz` of the shared data (or any file of its format)
+    target, tok, kd_path:str|Path,
+    out:str|Path, # folder of the cache
+    rows:np.ndarray|None=None, # row indices to use (default: the last row of each conversation)
+    k:int=8, # top-k logits kept per position
+    tokens_per_batch:int=4096, # rows per forward: as many as fit this many (padded) tokens
+    chunk:int=256, # rows per step of progress (batched by length inside a chunk)
+    progress:bool=True):
+    """Teacher-forced target pass over `rows`, writing features, top-k and loss masks to `out`
+    (resumable)."""
     from tqdm.auto import tqdm
     check_supported(target)
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     d = np.load(kd_path)
-    offs, all_tokens = d["offsets"], d["tokens"]  # read once: every `d[key]` of an npz reads the array again
+    # read once: every `d[key]` of an npz reads the array again
+    offs, all_tokens = d["offsets"], d["tokens"]
     rows = last_rows(offs, d["conv"]) if rows is None else np.asarray(rows, dtype=np.int64)
     lens = offs[rows + 1] - offs[rows]
     starts = np.concatenate([[0], np.cumsum(lens)])
     N, layers = int(starts[-1]), aux_layers(target.config.num_hidden_layers)
     width = len(layers) * target.config.hidden_size
-    meta = dict(source=str(kd_path), rows=len(rows), tokens=N, layers=list(layers), k=k, width=width,
-                dtype=str(target.get_output_embeddings().weight.dtype), fingerprint=_fingerprint(target))
+    meta = dict(
+        source=str(kd_path),
+        rows=len(rows),
+        tokens=N,
+        layers=list(layers),
+        k=k,
+        width=width,
+        dtype=str(target.get_output_embeddings().weight.dtype),
+        fingerprint=_fingerprint(target),
+    )
     mf, pf = out/"meta.json", out/"progress.json"
     fresh = not mf.exists()
     if not fresh and json.loads(mf.read_text()) != meta:
-        raise ValueError(f"{out} holds a cache made with other settings or another target; use another folder.")
+        raise ValueError(
+            f"{out} holds a cache made with other settings or another target; use another folder."
+        )
     mode = "w+" if fresh else "r+"
     arrs = dict(feats=_open(out/"feats.npy", (N, width), np.uint16, mode),
                 top_ids=_open(out/"top_ids.npy", (N, k), np.int32, mode),
                 top_vals=_open(out/"top_vals.npy", (N, k), np.float16, mode),
                 mask=_open(out/"mask.npy", (N,), np.bool_, mode))
     if fresh:
-        np.save(out/"tokens.npy", np.concatenate([all_tokens[offs[r]:offs[r + 1]] for r in rows]).astype(np.int32))
+        np.save(
+            out / "tokens.npy",
+            np.concatenate([all_tokens[offs[r] : offs[r + 1]] for r in rows]).astype(np.int32),
+        )
         np.save(out/"offsets.npy", starts.astype(np.int64))
         atomic_write(mf, lambda t: Path(t).write_text(json.dumps(meta, indent=1)))
     done = json.loads(pf.read_text())["rows_done"] if pf.exists() else 0
@@ -115,9 +150,11 @@ def extract_features(target, tok, kd_path:str|Path, # the `kd_answers_*.npz` of 
     header = tok.encode("<|im_start|>assistant\n"); end = tok.convert_tokens_to_ids("<|im_end|>")
     dev = target.get_output_embeddings().weight.device
     bar = tqdm(total=len(rows), initial=done, desc="features", disable=not progress, unit="row")
-    for c0 in range(done, len(rows), chunk):  # chunks of rows in cache order; `progress.json` moves chunk by chunk
+    # chunks of rows in cache order; `progress.json` moves chunk by chunk
+    for c0 in range(done, len(rows), chunk):
         c1 = min(c0 + chunk, len(rows))
-        order = c0 + np.argsort(lens[c0:c1], kind="stable")  # within a chunk, batch rows of similar length (little padding)
+        # within a chunk, batch rows of similar length (little padding)
+        order = c0 + np.argsort(lens[c0:c1], kind="stable")
         i = 0
         while i < len(order):
             j = i
@@ -128,20 +165,28 @@ def extract_features(target, tok, kd_path:str|Path, # the `kd_answers_*.npz` of 
             ids = torch.zeros(len(batch), L, dtype=torch.long)
             att = torch.zeros(len(batch), L, dtype=torch.long)
             for b, r in enumerate(batch):
-                n = int(lens[r]); ids[b, :n] = torch.from_numpy(np.asarray(tokens[starts[r]:starts[r] + n], dtype=np.int64))
+                n = int(lens[r])
+                ids[b, :n] = torch.from_numpy(
+                    np.asarray(tokens[starts[r] : starts[r] + n], dtype=np.int64)
+                )
                 att[b, :n] = 1
-            o = target.model(input_ids=ids.to(dev), attention_mask=att.to(dev), output_hidden_states=True)
+            o = target.model(
+                input_ids=ids.to(dev), attention_mask=att.to(dev), output_hidden_states=True
+            )
             f = torch.cat([o.hidden_states[l] for l in layers], -1)                     # (B, L, 3d)
             top = target.lm_head(o.last_hidden_state).topk(k, -1)                       # (B, L, k)
             for b, r in enumerate(batch):
                 n, s = int(lens[r]), int(starts[r])
-                arrs["feats"][s:s + n] = f[b, :n].to(torch.bfloat16).view(torch.int16).cpu().numpy().view(np.uint16)
+                arrs["feats"][s : s + n] = (
+                    f[b, :n].to(torch.bfloat16).view(torch.int16).cpu().numpy().view(np.uint16)
+                )
                 arrs["top_ids"][s:s + n] = top.indices[b, :n].cpu().numpy()
                 arrs["top_vals"][s:s + n] = top.values[b, :n].float().cpu().numpy()
                 arrs["mask"][s:s + n] = answer_mask(np.asarray(tokens[s:s + n]), header, end)
             i = j
         for a in arrs.values(): a.flush()
-        atomic_write(pf, lambda t: Path(t).write_text(json.dumps(dict(rows_done=c1))))  # after the data: never ahead
+        # after the data: never ahead
+        atomic_write(pf, lambda t: Path(t).write_text(json.dumps(dict(rows_done=c1))))
         bar.update(c1 - c0)
     bar.close()
     return out
@@ -152,11 +197,15 @@ def _fingerprint(target) -> str:
 
 # %% ../nbs/07b_eagle.ipynb #8e45e0f9
 class FeatureDraft(nn.Module):
-    "EAGLE-3 draft network over `target`'s features; only fc and the one decoder layer are parameters."
-    def __init__(self, target, # the target causal LM: its embeddings, final norm, head and rotary embedding, in place
-                 vocab=None, # token ids the head proposes from (a subset of the target's vocabulary); None = all
-                 layers:tuple|None=None, # hidden-state indices read (default `aux_layers`)
-                ):
+    """EAGLE-3 draft network over `target`'s features; only fc and the one decoder layer are
+    parameters."""
+    def __init__(
+        # the target causal LM: its embeddings, final norm, head and rotary embedding, in place
+        self, target,
+        # token ids the head proposes from (a subset of the target's vocabulary); None = all
+        vocab=None,
+        layers:tuple|None=None, # hidden-state indices read (default `aux_layers`)
+    ):
         super().__init__()
         from transformers import LlamaConfig
         from transformers.models.llama.modeling_llama import LlamaRMSNorm
@@ -180,34 +229,59 @@ class FeatureDraft(nn.Module):
             if isinstance(m, nn.Linear): nn.init.normal_(m.weight, std=0.02)
         W = target.get_output_embeddings().weight                          # (V, d)
         self.V = W.shape[0]
-        v = torch.arange(self.V) if vocab is None else torch.as_tensor(vocab, dtype=torch.long).unique().cpu()
+        v = (
+            torch.arange(self.V)
+            if vocab is None
+            else torch.as_tensor(vocab, dtype=torch.long).unique().cpu()
+        )
         if len(v) == 0 or int(v[0]) < 0 or int(v[-1]) >= self.V:
             raise ValueError(f"vocab must be token ids in 0..{self.V - 1}.")
         self.register_buffer("vocab", v, persistent=False)                 # (S,) sorted token ids
-        # the target's own modules, held outside this module's parameters (a plain dict is not registered)
-        self.target_parts = dict(embed=target.get_input_embeddings(), norm=target.get_decoder().norm,
-                                 rotary=target.get_decoder().rotary_emb, head=target.get_output_embeddings())
-        self.register_buffer("head_w", W.detach()[v.to(W.device)], persistent=False)  # (S, d): indexing copies the rows
-        self.config = LlamaConfig(**{**tc.to_dict(), "num_hidden_layers": 1, "architectures": ["LlamaForCausalLMEagle3"],
-                                     "draft_vocab_size": len(v), "target_hidden_size": d, "tie_word_embeddings": False})
+        # the target's own modules, held outside this module's parameters (a plain dict is not
+        # registered)
+        self.target_parts = dict(
+            embed=target.get_input_embeddings(),
+            norm=target.get_decoder().norm,
+            rotary=target.get_decoder().rotary_emb,
+            head=target.get_output_embeddings(),
+        )
+        # (S, d): indexing copies the rows
+        self.register_buffer("head_w", W.detach()[v.to(W.device)], persistent=False)
+        self.config = LlamaConfig(
+            **{
+                **tc.to_dict(),
+                "num_hidden_layers": 1,
+                "architectures": ["LlamaForCausalLMEagle3"],
+                "draft_vocab_size": len(v),
+                "target_hidden_size": d,
+                "tie_word_embeddings": False,
+            }
+        )
         self.to(W.device, W.dtype if W.dtype.is_floating_point else torch.float32)
 
     def embed(self, tokens): return self.target_parts["embed"](tokens)          # (..., d)
-    def logits(self, out): return self.lin(self.head_w, self.target_parts["norm"](out))  # (..., S) over `vocab`
+    def logits(
+        # (..., S) over `vocab`
+        self, out): return self.lin(self.head_w, self.target_parts["norm"](out))
 
     def lin(self, layer, x):
-        "`layer(x)`, a linear layer or a weight (as `F.linear`): without gradients, in the engine's fastest product form."
+        """`layer(x)`, a linear layer or a weight (as `F.linear`): without gradients, in the
+        engine's fastest product form."""
         if torch.is_grad_enabled():
             return F.linear(x, layer) if isinstance(layer, torch.Tensor) else layer(x)
-        if "_products" not in self.__dict__: self.__dict__["_products"] = Products(self, extra=("head_w",))
+        if "_products" not in self.__dict__:
+            self.__dict__["_products"] = Products(self, extra=("head_w",))
         return self.__dict__["_products"](x.numel() // x.shape[-1])(layer, x)
 
     def qkv(self, g, tokens, positions):
-        ("Queries (B, H, T, hd), keys and values (B, Hkv, T, hd) of entries pairing hidden `g` (B, T, d)"
-         " with `tokens` (B, T).")
+        (
+            "Queries (B, H, T, hd), keys and values (B, Hkv, T, hd) of entries pairing hidden `g`"
+            " (B, T, d) with `tokens` (B, T)."
+        )
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
         B, T, _ = g.shape
-        x = torch.cat([self.input_layernorm(self.embed(tokens)), self.hidden_norm(g)], -1)  # (B, T, 2d)
+        # (B, T, 2d)
+        x = torch.cat([self.input_layernorm(self.embed(tokens)), self.hidden_norm(g)], -1)
         q = self.lin(self.q_proj, x).view(B, T, self.H, self.hd).transpose(1, 2)
         k = self.lin(self.k_proj, x).view(B, T, self.Hkv, self.hd).transpose(1, 2)
         v = self.lin(self.v_proj, x).view(B, T, self.Hkv, self.hd).transpose(1, 2)
@@ -216,12 +290,16 @@ class FeatureDraft(nn.Module):
         return q, k, v
 
     def finish(self, g, attn):
-        ("The rest of the layer: `g` (B, T, d) is the residual, `attn` (B, H, T, hd) the attention output;"
-         " returns `out` (B, T, d).")
+        (
+            "The rest of the layer: `g` (B, T, d) is the residual, `attn` (B, H, T, hd) the"
+            " attention output; returns `out` (B, T, d)."
+        )
         B, _, T, _ = attn.shape
         h = g + self.lin(self.o_proj, attn.transpose(1, 2).reshape(B, T, -1))
         n = self.post_attention_layernorm(h)
-        return h + self.lin(self.down_proj, F.silu(self.lin(self.gate_proj, n)) * self.lin(self.up_proj, n))
+        return h + self.lin(
+            self.down_proj, F.silu(self.lin(self.gate_proj, n)) * self.lin(self.up_proj, n)
+        )
 
 # %% ../nbs/07b_eagle.ipynb #9f3c6e0c
 def ttt_forward(fd:FeatureDraft, feats:torch.Tensor, # (B, L, F) target features, F = 3d
@@ -229,45 +307,52 @@ def ttt_forward(fd:FeatureDraft, feats:torch.Tensor, # (B, L, F) target features
                 valid:torch.Tensor, # (B, L) bool, real (not padding) positions
                 steps:int=3, # draft steps unrolled (training-time test)
                ) -> list[torch.Tensor]:
-    "Draft outputs `out` (B, L - 1, d) for steps 1..`steps`; entry j at step s predicts token j + s + 1."
+    """Draft outputs `out` (B, L - 1, d) for steps 1..`steps`; entry j at step s predicts token j +
+    s + 1."""
     B, L, _ = feats.shape
-    n = L - 1                                            # entries j = 0 .. L-2 pair feature j with token j + 1
+    n = L - 1  # entries j = 0 .. L-2 pair feature j with token j + 1
     g = fd.fc(feats[:, :n])                              # (B, n, d)
     pos = torch.arange(n, device=feats.device).expand(B, n)
     rep = fd.H // fd.Hkv
-    keep = valid[:, 1:]                                  # (B, n) entry j is real when token j + 1 is
+    keep = valid[:, 1:]  # (B, n) entry j is real when token j + 1 is
     causal = torch.ones(n, n, dtype=torch.bool, device=feats.device).tril()
-    allowed = causal[None] & keep[:, None, :]            # (B, n, n) query j sees real entries j' <= j
-    bias = torch.zeros(B, 1, n, n, dtype=g.dtype, device=g.device).masked_fill_(~allowed[:, None], torch.finfo(g.dtype).min)
-    outs, extra = [], []                                 # extra: (K_r, V_r) of steps 2..s, each (B, H, n, hd)
+    allowed = causal[None] & keep[:, None, :]  # (B, n, n) query j sees real entries j' <= j
+    bias = torch.zeros(B, 1, n, n, dtype=g.dtype, device=g.device)
+    bias.masked_fill_(~allowed[:, None], torch.finfo(g.dtype).min)
+    outs, extra = [], []  # extra: (K_r, V_r) of steps 2..s, each (B, H, n, hd)
     K1 = V1 = None
     for s in range(1, steps + 1):
-        tok = torch.cat([tokens[:, s:], tokens.new_zeros(B, s - 1)], 1)  # (B, n) token j + s (0 past the end: unused)
+        # (B, n) token j + s (0 past the end: unused)
+        tok = torch.cat([tokens[:, s:], tokens.new_zeros(B, s - 1)], 1)
         q, k, v = fd.qkv(g, tok, pos + (s - 1))
         k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)   # (B, H, n, hd)
         if s == 1: K1, V1 = k, v
         else: extra.append((k, v))
         sc = torch.matmul(q, K1.transpose(2, 3)) / math.sqrt(fd.hd) + bias   # (B, H, n, n)
-        diag = [(q * kr).sum(-1, keepdim=True) / math.sqrt(fd.hd) for kr, _ in extra]  # (B, H, n, 1) each
+        # (B, H, n, 1) each
+        diag = [(q * kr).sum(-1, keepdim=True) / math.sqrt(fd.hd) for kr, _ in extra]
         p = torch.cat([sc] + diag, -1).softmax(-1, dtype=torch.float32).to(q.dtype)
         a = torch.matmul(p[..., :n], V1)
         for r, (_, vr) in enumerate(extra): a = a + p[..., n + r:n + r + 1] * vr
-        g = fd.finish(g, a)                              # (B, n, d) this step's out: next step's hidden
+        g = fd.finish(g, a)  # (B, n, d) this step's out: next step's hidden
         outs.append(g)
     return outs
 
 # %% ../nbs/07b_eagle.ipynb #3c625a68
 class FeatureData:
-    "The rows of a feature cache (see `extract_features`), memory-mapped, in cache order or the given `rows`."
+    """The rows of a feature cache (see `extract_features`), memory-mapped, in cache order or the
+    given `rows`."""
     def __init__(self, folder:str|Path, rows=None):
         self.folder = Path(folder)
-        if not (self.folder/"meta.json").exists(): raise FileNotFoundError(f"No feature cache at {self.folder}.")
+        if not (self.folder/"meta.json").exists():
+            raise FileNotFoundError(f"No feature cache at {self.folder}.")
         self.meta = json.loads((self.folder/"meta.json").read_text())
         pf = self.folder/"progress.json"
         done = json.loads(pf.read_text())["rows_done"] if pf.exists() else 0
         self.offsets = np.load(self.folder/"offsets.npy")
         self.rows = np.arange(done) if rows is None else np.asarray(rows, dtype=np.int64)
-        if len(self.rows) and self.rows.max() >= done: raise ValueError(f"Rows past the {done} written so far.")
+        if len(self.rows) and self.rows.max() >= done:
+            raise ValueError(f"Rows past the {done} written so far.")
         self.arr = {k: np.load(self.folder/f"{k}.npy", mmap_mode="r")
                     for k in ("tokens", "feats", "top_ids", "top_vals", "mask")}
     def __len__(self): return len(self.rows)
@@ -277,24 +362,40 @@ class FeatureData:
     def split(self, n_held_out:int, seed:int=0):
         "Two disjoint `FeatureData`: (train, held-out of `n_held_out` rows), drawn at random."
         perm = np.random.default_rng(seed).permutation(self.rows)
-        return FeatureData(self.folder, np.sort(perm[n_held_out:])), FeatureData(self.folder, np.sort(perm[:n_held_out]))
+        return FeatureData(self.folder, np.sort(perm[n_held_out:])), FeatureData(
+            self.folder, np.sort(perm[:n_held_out])
+        )
     def tokens_sha(self) -> str:
-        "A fingerprint of these rows' tokens, in order: equal for the same conversations, whatever the cache."
+        """A fingerprint of these rows' tokens, in order: equal for the same conversations, whatever
+        the cache."""
         import hashlib
         h = hashlib.sha256()
-        for r in self.rows: h.update(np.ascontiguousarray(self.arr["tokens"][self.offsets[r]:self.offsets[r + 1]]).tobytes())
+        for r in self.rows:
+            h.update(
+                np.ascontiguousarray(
+                    self.arr["tokens"][self.offsets[r] : self.offsets[r + 1]]
+                ).tobytes()
+            )
         return h.hexdigest()[:16]
 
 def collate_features(rows:list[dict], device=None, dtype=torch.float32) -> dict:
-    "Right-pad rows: feats (B, L, F), tokens (B, L), valid (B, L), mask (B, L), top_ids (B, L, k), top_vals (B, L, k)."
+    """Right-pad rows: feats (B, L, F), tokens (B, L), valid (B, L), mask (B, L), top_ids (B, L, k),
+    top_vals (B, L, k)."""
     L, B = max(len(r["tokens"]) for r in rows), len(rows)
     F_, k = rows[0]["feats"].shape[1], rows[0]["top_ids"].shape[1]
-    out = dict(feats=torch.zeros(B, L, F_, dtype=torch.bfloat16), tokens=torch.zeros(B, L, dtype=torch.long),
-               valid=torch.zeros(B, L, dtype=torch.bool), mask=torch.zeros(B, L, dtype=torch.bool),
-               top_ids=torch.zeros(B, L, k, dtype=torch.long), top_vals=torch.zeros(B, L, k))
+    out = dict(
+        feats=torch.zeros(B, L, F_, dtype=torch.bfloat16),
+        tokens=torch.zeros(B, L, dtype=torch.long),
+        valid=torch.zeros(B, L, dtype=torch.bool),
+        mask=torch.zeros(B, L, dtype=torch.bool),
+        top_ids=torch.zeros(B, L, k, dtype=torch.long),
+        top_vals=torch.zeros(B, L, k),
+    )
     for b, r in enumerate(rows):
         n = len(r["tokens"])
-        out["feats"][b, :n] = torch.from_numpy(np.ascontiguousarray(r["feats"]).view(np.int16)).view(torch.bfloat16)
+        out["feats"][b, :n] = torch.from_numpy(
+            np.ascontiguousarray(r["feats"]).view(np.int16)
+        ).view(torch.bfloat16)
         out["tokens"][b, :n] = torch.from_numpy(np.asarray(r["tokens"], dtype=np.int64))
         out["valid"][b, :n] = True; out["mask"][b, :n] = torch.from_numpy(np.asarray(r["mask"]))
         out["top_ids"][b, :n] = torch.from_numpy(np.asarray(r["top_ids"], dtype=np.int64))
@@ -304,57 +405,79 @@ def collate_features(rows:list[dict], device=None, dtype=torch.float32) -> dict:
 
 # %% ../nbs/07b_eagle.ipynb #c6f01ed6
 def ttt_loss(fd:FeatureDraft, batch:dict, steps:int=3, # draft steps unrolled
-             w_ce:float=1.0, w_kd:float=1.0, T:float=1.0, # CE on the target's top-1 + T^2 KL on its top-k
+             # CE on the target's top-1 + T^2 KL on its top-k
+             w_ce:float=1.0, w_kd:float=1.0, T:float=1.0,
              step_decay:float=0.8, # weight of step s: step_decay ** (s - 1)
              parts:bool=False,
-             w_feat:float=0.0, # weight of the SmoothL1 feature term (needs `batch["top"]`, see `top_features`)
+             # weight of the SmoothL1 feature term (needs `batch["top"]`, see `top_features`)
+             w_feat:float=0.0,
             ):
-    ("Training-time-test loss of a collated batch (see `ttt_forward`); with `parts`, also per-step CE, KL"
-     " and top-1 agreement.")
+    (
+        "Training-time-test loss of a collated batch (see `ttt_forward`); with `parts`, also"
+        " per-step CE, KL and top-1 agreement."
+    )
     outs = ttt_forward(fd, batch["feats"], batch["tokens"], batch["valid"], steps)
-    lut = torch.full((fd.V,), -1, dtype=torch.long, device=fd.vocab.device)  # token id -> head row, -1 outside
+    # token id -> head row, -1 outside
+    lut = torch.full((fd.V,), -1, dtype=torch.long, device=fd.vocab.device)
     lut[fd.vocab] = torch.arange(len(fd.vocab), device=lut.device)
     L = batch["tokens"].shape[1]
     total, wsum, info = 0.0, 0.0, {}
     for s, out in enumerate(outs, 1):
-        o = out[:, :L - s]                                           # entries 0 .. L-1-s predict from position j + s
-        ids, vals = batch["top_ids"][:, s:], batch["top_vals"][:, s:]  # (B, L - s, k) the target's top-k there
-        y = lut[ids[..., 0]]                                         # (B, L - s) its top-1, as a subset index
+        o = out[:, :L - s]  # entries 0 .. L-1-s predict from position j + s
+        # (B, L - s, k) the target's top-k there
+        ids, vals = batch["top_ids"][:, s:], batch["top_vals"][:, s:]
+        y = lut[ids[..., 0]]  # (B, L - s) its top-1, as a subset index
         m = batch["mask"][:, s:] & batch["valid"][:, s:] & (y >= 0)
         if not m.any(): continue
         z = fd.logits(o[m]).float()                                  # (P, S)
         ce = F.cross_entropy(z, y[m])
-        tid, tv = lut[ids[m]], vals[m].float() / T                   # (P, k): top-k ids outside the subset are left out
+        # (P, k): top-k ids outside the subset are left out
+        tid, tv = lut[ids[m]], vals[m].float() / T
         tv = tv.masked_fill(tid < 0, float("-inf"))
         lp_t = tv.log_softmax(-1)
-        lp_d = (z.gather(-1, tid.clamp(min=0)) / T).masked_fill(tid < 0, float("-inf")).log_softmax(-1)
-        kl = torch.where(tid >= 0, lp_t.exp() * (lp_t - lp_d), 0.0).sum(-1).mean()  # KL(target top-k || draft on them)
+        lp_d = (
+            (z.gather(-1, tid.clamp(min=0)) / T).masked_fill(tid < 0, float("-inf")).log_softmax(-1)
+        )
+        # KL(target top-k || draft on them)
+        kl = torch.where(tid >= 0, lp_t.exp() * (lp_t - lp_d), 0.0).sum(-1).mean()
         w = step_decay ** (s - 1)
         total = total + w * (w_ce * ce + w_kd * T * T * kl); wsum += w
-        if w_feat:                                                   # normed draft output vs the target's (P, d)
-            fl = F.smooth_l1_loss(fd.target_parts["norm"](o[m]).float(), batch["top"][:, s:][m].float())
+        if w_feat:  # normed draft output vs the target's (P, d)
+            fl = F.smooth_l1_loss(
+                fd.target_parts["norm"](o[m]).float(), batch["top"][:, s:][m].float()
+            )
             total = total + w * w_feat * fl; info[f"feat{s}"] = float(fl.detach())
         info.update({f"ce{s}": float(ce.detach()), f"kl{s}": float(kl.detach()),
                      f"acc{s}": float((z.argmax(-1) == y[m]).float().mean())})
     loss = total / max(wsum, 1e-9) if wsum else outs[0].sum() * 0.0
-    if parts: return loss, dict(info, ce=sum(v for k, v in info.items() if k.startswith("ce")) / max(len(outs), 1),
-                                kl=sum(v for k, v in info.items() if k.startswith("kl")) / max(len(outs), 1))
+    if parts:
+        return loss, dict(
+            info,
+            ce=sum(v for k, v in info.items() if k.startswith("ce")) / max(len(outs), 1),
+            kl=sum(v for k, v in info.items() if k.startswith("kl")) / max(len(outs), 1),
+        )
     return loss
 
 # %% ../nbs/07b_eagle.ipynb #67d4b611
 @torch.no_grad()
-def top_features(target, feats:torch.Tensor, # (B, L, F) cached features; the last d columns are layer `layers[-1]`'s input
-                 valid:torch.Tensor, # (B, L) bool, real (not padding) positions
-                 layers:tuple, # the drafter's feature layers (`FeatureDraft.layers`)
-                ) -> torch.Tensor:
-    "The target's normed last hidden state (B, L, d): its layers from `layers[-1]` up, run on the cached feature."
+def top_features(
+    # (B, L, F) cached features; the last d columns are layer `layers[-1]`'s input
+    target, feats:torch.Tensor,
+    valid:torch.Tensor, # (B, L) bool, real (not padding) positions
+    layers:tuple, # the drafter's feature layers (`FeatureDraft.layers`)
+) -> torch.Tensor:
+    """The target's normed last hidden state (B, L, d): its layers from `layers[-1]` up, run on the
+    cached feature."""
     dec, d = target.get_decoder(), target.config.hidden_size
-    h = feats[..., -d:].to(dec.norm.weight.dtype)                     # (B, L, d) input of layer layers[-1]
+    h = feats[..., -d:].to(dec.norm.weight.dtype)  # (B, L, d) input of layer layers[-1]
     B, L, _ = h.shape
     pos = torch.arange(L, device=h.device).expand(B, L)
     pe = dec.rotary_emb(h, position_ids=pos)                          # (cos, sin)
-    allowed = torch.ones(L, L, dtype=torch.bool, device=h.device).tril()[None] & valid[:, None, :]  # (B, L, L)
-    bias = torch.zeros(B, 1, L, L, dtype=h.dtype, device=h.device).masked_fill_(~allowed[:, None], torch.finfo(h.dtype).min)
+    # (B, L, L)
+    allowed = torch.ones(L, L, dtype=torch.bool, device=h.device).tril()[None] & valid[:, None, :]
+    bias = torch.zeros(B, 1, L, L, dtype=h.dtype, device=h.device).masked_fill_(
+        ~allowed[:, None], torch.finfo(h.dtype).min
+    )
     for layer in dec.layers[layers[-1]:]:
         h = layer(h, attention_mask=bias, position_embeddings=pe, position_ids=pos)
         if isinstance(h, tuple): h = h[0]
@@ -362,9 +485,11 @@ def top_features(target, feats:torch.Tensor, # (B, L, F) cached features; the la
 
 # %% ../nbs/07b_eagle.ipynb #94cc0e08
 class FeatureDrafter(TreeDrafter):
-    "Draft trees with a `FeatureDraft` network on the target's hidden states (see `Drafter.feature_layers`)."
+    """Draft trees with a `FeatureDraft` network on the target's hidden states (see
+    `Drafter.feature_layers`)."""
     def __init__(self, fd:FeatureDraft, tree:TreeConfig=TreeConfig(),
-                 min_prob:float=0.0, # adaptive tree: propose only where the drafter is at least this confident
+                 # adaptive tree: propose only where the drafter is at least this confident
+                 min_prob:float=0.0,
                 ):
         super().__init__(tree, None if len(fd.vocab) == fd.V else fd.vocab, fd.V, min_prob)
         self.fd, self.feature_layers = fd, fd.layers
@@ -372,116 +497,176 @@ class FeatureDrafter(TreeDrafter):
     def start(self, prompt, max_len):
         fd = self.fd
         S = max_len + self.tree.n_nodes
-        self.K = fd.head_w.new_zeros(1, fd.Hkv, S, fd.hd); self.Vc = torch.zeros_like(self.K)  # (1, H_kv, S, hd)
+        # (1, H_kv, S, hd)
+        self.K = fd.head_w.new_zeros(1, fd.Hkv, S, fd.hd); self.Vc = torch.zeros_like(self.K)
         self.n, self.S = 0, S  # entries 0 .. n-1 are committed
 
     def _attend(self, q, bias):  # q (1, H, T, hd), bias (1, 1, T, S) -> (1, H, T, hd)
-        return F.scaled_dot_product_attention(q, self.K, self.Vc, attn_mask=bias, enable_gqa=self.fd.H != self.fd.Hkv)
+        return F.scaled_dot_product_attention(
+            q, self.K, self.Vc, attn_mask=bias, enable_gqa=self.fd.H != self.fd.Hkv
+        )
 
     @torch.no_grad()
     def root_logits(self, context, hidden):
         fd, n = self.fd, len(context)
         m = 0 if hidden is None else len(hidden)
         if self.n + m != n - 1:
-            raise ValueError(f"FeatureDrafter needs the target's features at every committed position but the root: "
-                             f"it has {self.n}, was given {m}, the context holds {n} tokens (is feature_layers passed?).")
+            raise ValueError(
+                "FeatureDrafter needs the target's features at every committed position but the"
+                f" root: it has {self.n}, was given {m}, the context holds {n} tokens (is"
+                " feature_layers passed?)."
+            )
         if n < 2: return None  # a one-token prompt: no features yet, a plain step
         dev = self.K.device
         if m:
             p0 = self.n
             g = fd.lin(fd.fc, hidden[None].to(dev, fd.head_w.dtype))                  # (1, m, d)
             pos = torch.arange(p0, p0 + m, device=dev)[None]
-            q, k, v = fd.qkv(g, context[p0 + 1:p0 + 1 + m][None].to(dev), pos)     # entry p pairs feature p with token p + 1
+            # entry p pairs feature p with token p + 1
+            q, k, v = fd.qkv(g, context[p0 + 1:p0 + 1 + m][None].to(dev), pos)
             self.K[:, :, p0:p0 + m], self.Vc[:, :, p0:p0 + m] = k, v
             self.n = n - 1
             self._g_last, self._q_last = g[:, -1:], q[:, :, -1:]
         bias = torch.zeros(1, 1, 1, self.S, dtype=self.K.dtype, device=dev)
-        bias[..., self.n:] = torch.finfo(self.K.dtype).min                          # the committed entries
-        self._out = {0: fd.finish(self._g_last, self._attend(self._q_last, bias))}  # the root's producer: (1, 1, d)
-        # the tree's bias over the drafter's cache: node i (i >= 1) is entry n - 2 + i, after the n - 1 committed
+        bias[..., self.n:] = torch.finfo(self.K.dtype).min  # the committed entries
+        # the root's producer: (1, 1, d)
+        self._out = {0: fd.finish(self._g_last, self._attend(self._q_last, bias))}
+        # the tree's bias over the drafter's cache: node i (i >= 1) is entry n - 2 + i, after the n
+        # - 1 committed
         N = self.tree.n_nodes
         # (its root stands on the last committed entry, n - 2, which every node sees)
-        self._bias, _ = tree_bias(torch.tensor([self.n - 1]), batch_trees([self.tree], [torch.zeros(N, dtype=torch.long)]),
-                                  self.n - 1, self.S, self.K.dtype)
+        self._bias, _ = tree_bias(
+            torch.tensor([self.n - 1]),
+            batch_trees([self.tree], [torch.zeros(N, dtype=torch.long)]),
+            self.n - 1,
+            self.S,
+            self.K.dtype,
+        )
         return fd.logits(self._out[0])[0, 0]
 
     @torch.no_grad()
     def node_logits(self, nodes, toks, n):
         fd, dev, t = self.fd, self.K.device, self.tree
         idx = torch.tensor(nodes)
-        g = torch.cat([self._out[int(t.parent[i])] for i in nodes], 1)           # (1, T, d) each parent's output
-        pos = (n - 2 + t.depth[idx]).to(dev)[None]                                # a depth-d node sits at n - 2 + d
+        # (1, T, d) each parent's output
+        g = torch.cat([self._out[int(t.parent[i])] for i in nodes], 1)
+        pos = (n - 2 + t.depth[idx]).to(dev)[None]  # a depth-d node sits at n - 2 + d
         q, k, v = fd.qkv(g, toks[idx][None].to(dev), pos)
-        slots = (self.n - 1 + idx).to(dev)                                        # node i is entry n - 2 + i
+        slots = (self.n - 1 + idx).to(dev)  # node i is entry n - 2 + i
         self.K[:, :, slots], self.Vc[:, :, slots] = k, v
         out = fd.finish(g, self._attend(q, self._bias[:, :, idx]))                # (1, T, d)
         for j, i in enumerate(nodes): self._out[i] = out[:, j:j + 1]
         return fd.logits(out)[0]
 
 def _drafter(self, tree:TreeConfig=TreeConfig(), min_prob:float=0.0) -> FeatureDrafter:
-    "A `FeatureDrafter` of this network: what `generate` and `bench` make of a `FeatureDraft` passed as the draft."
+    """A `FeatureDrafter` of this network: what `generate` and `bench` make of a `FeatureDraft`
+    passed as the draft."""
     return FeatureDrafter(self, tree, min_prob)
 FeatureDraft.drafter = _drafter
 
 # %% ../nbs/07b_eagle.ipynb #fbc5316a
 def cache_vocab(data:FeatureData, n:int, always=()) -> torch.Tensor:
-    "The `n` token ids the target ranks first most often at `data`'s answer positions, plus `always`, sorted."
+    """The `n` token ids the target ranks first most often at `data`'s answer positions, plus
+    `always`, sorted."""
     top1 = np.asarray(data.arr["top_ids"][:, 0]); m = np.asarray(data.arr["mask"])
     sel = np.zeros(len(m), dtype=bool)
     for r in data.rows: sel[data.offsets[r]:data.offsets[r + 1]] = True
     counts = np.bincount(top1[sel & m], minlength=1)
     top = np.argsort(-counts, kind="stable")[:n]
     top = top[counts[top] > 0]
-    return torch.cat([torch.as_tensor(top, dtype=torch.long), torch.as_tensor(list(always), dtype=torch.long)]).unique()
+    return torch.cat(
+        [torch.as_tensor(top, dtype=torch.long), torch.as_tensor(list(always), dtype=torch.long)]
+    ).unique()
 
-def train_feature_drafter(target, data:FeatureData, out:str|Path, # folder for checkpoints and `draft.safetensors`
-                          steps:int=1000, batch_size:int=8, lr:float=1e-3, warmup:int=100,
-                          ttt_steps:int=3, w_ce:float=1.0, w_kd:float=1.0, T:float=1.0, step_decay:float=0.8,
-                          w_feat:float=0.0, # weight of the SmoothL1 feature term (see `top_features`); 0 = none
-                          vocab=None, # token ids of the head's subset (see `cache_vocab`); None = all
-                          mixed_precision:str="bf16", seed:int=0, progress:bool=True, on_step=None, meta:dict|None=None,
-                          ckpt_every:int=100, # steps between checkpoints (a killed run resumes from the last)
-                          init:str|Path|None=None, # a saved feature drafter to fine-tune; its vocabulary is kept
-                          time_limit:float|None=None, # seconds: stop early and save (see `train_draft`)
-                         ) -> tuple[FeatureDraft, list[dict]]:
-    "Train a `FeatureDraft` for `target` on a feature cache; resumes from `out`. Returns `(draft, log)`."
+def train_feature_drafter(
+    target, data:FeatureData, out:str|Path, # folder for checkpoints and `draft.safetensors`
+    steps:int=1000, batch_size:int=8, lr:float=1e-3, warmup:int=100,
+    ttt_steps:int=3, w_ce:float=1.0, w_kd:float=1.0, T:float=1.0, step_decay:float=0.8,
+    w_feat:float=0.0, # weight of the SmoothL1 feature term (see `top_features`); 0 = none
+    vocab=None, # token ids of the head's subset (see `cache_vocab`); None = all
+    mixed_precision:str="bf16", seed:int=0, progress:bool=True, on_step=None, meta:dict|None=None,
+    ckpt_every:int=100, # steps between checkpoints (a killed run resumes from the last)
+    init:str|Path|None=None, # a saved feature drafter to fine-tune; its vocabulary is kept
+    time_limit:float|None=None, # seconds: stop early and save (see `train_draft`)
+) -> tuple[FeatureDraft, list[dict]]:
+    """Train a `FeatureDraft` for `target` on a feature cache; resumes from `out`. Returns `(draft,
+    log)`."""
     from flashspec.distill import train_draft, target_fingerprint
     same_layers = data.meta["layers"] == list(aux_layers(target.config.num_hidden_layers))
     if not same_layers or data.meta["fingerprint"] != target_fingerprint(target):
-        raise ValueError(f"The feature cache {data.folder} was made from another target or other layers.")
+        raise ValueError(
+            f"The feature cache {data.folder} was made from another target or other layers."
+        )
     torch.manual_seed(seed)
     if init is None: fd = FeatureDraft(target, vocab)
     else:
-        fd = load_feature_drafter(target, init).train()  # frozen and in eval mode as loaded: train its own parameters again
+        # frozen and in eval mode as loaded: train its own parameters again
+        fd = load_feature_drafter(target, init).train()
         fd.requires_grad_(True)
-        del fd.meta  # the file's metadata (its measured acceptance above all) describes the weights before this run
-        if vocab is not None and not torch.equal(torch.as_tensor(vocab, dtype=torch.long).unique().cpu(), fd.vocab):
-            raise ValueError(f"{init} has its own vocabulary subset; leave `vocab` unset to fine-tune it.")
+        # the file's metadata (its measured acceptance above all) describes the weights before this
+        # run
+        del fd.meta
+        vocab_ids = None if vocab is None else torch.as_tensor(vocab, dtype=torch.long).unique()
+        if vocab_ids is not None and not torch.equal(vocab_ids.cpu(), fd.vocab):
+            raise ValueError(
+                f"{init} has its own vocabulary subset; leave `vocab` unset to fine-tune it."
+            )
         meta = dict(meta or {}, init=str(init))
     before = param_hashes(target)
     def step_fn(m, rows, device):
         b = collate_features(rows, device)
-        if w_feat: b["top"] = top_features(target, b["feats"], b["valid"], m.layers)  # (B, L, d) no gradient
+        # (B, L, d) no gradient
+        if w_feat: b["top"] = top_features(target, b["feats"], b["valid"], m.layers)
         return ttt_loss(m, b, ttt_steps, w_ce, w_kd, T, step_decay, parts=True, w_feat=w_feat)
-    meta = dict(meta or {}, design="eagle3", layers=json.dumps(list(fd.layers)),
-                target_fingerprint=target_fingerprint(target),
-                ttt_steps=ttt_steps, step_decay=step_decay, w_feat=w_feat, cache=str(data.folder), rows=len(data))
-    log = train_draft(fd, data, out, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, w_ce=w_ce, w_kd=w_kd, T=T,
-                      seed=seed, mixed_precision=mixed_precision, meta=meta,
-                      vocab=None if vocab is None and init is None else fd.vocab,
-                      ckpt_every=ckpt_every, time_limit=time_limit,
-                      progress=progress, on_step=on_step, step_fn=step_fn)
-    if param_hashes(target) != before: raise RuntimeError("Training changed the target's parameters.")
+    meta = dict(
+        meta or {},
+        design="eagle3",
+        layers=json.dumps(list(fd.layers)),
+        target_fingerprint=target_fingerprint(target),
+        ttt_steps=ttt_steps,
+        step_decay=step_decay,
+        w_feat=w_feat,
+        cache=str(data.folder),
+        rows=len(data),
+    )
+    log = train_draft(
+        fd,
+        data,
+        out,
+        steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        warmup=warmup,
+        w_ce=w_ce,
+        w_kd=w_kd,
+        T=T,
+        seed=seed,
+        mixed_precision=mixed_precision,
+        meta=meta,
+        vocab=None if vocab is None and init is None else fd.vocab,
+        ckpt_every=ckpt_every,
+        time_limit=time_limit,
+        progress=progress,
+        on_step=on_step,
+        step_fn=step_fn,
+    )
+    if param_hashes(target) != before:
+        raise RuntimeError("Training changed the target's parameters.")
     return fd.eval(), log
 
 def load_feature_drafter(target, path:str|Path) -> FeatureDraft:
-    "A `FeatureDraft` for `target` with the weights saved by `train_feature_drafter` (`draft.safetensors`)."
+    """A `FeatureDraft` for `target` with the weights saved by `train_feature_drafter`
+    (`draft.safetensors`)."""
     from safetensors import safe_open
     from flashspec.distill import target_fingerprint, VOCAB_KEY
-    with safe_open(str(path), "pt") as f: meta, sd = f.metadata() or {}, {k: f.get_tensor(k) for k in f.keys()}
-    if meta.get("design") != "eagle3": raise ValueError(f"{path} is not a feature drafter (design {meta.get('design')!r}).")
+    with safe_open(str(path), "pt") as f:
+        meta, sd = f.metadata() or {}, {k: f.get_tensor(k) for k in f.keys()}
+    if meta.get("design") != "eagle3":
+        raise ValueError(f"{path} is not a feature drafter (design {meta.get('design')!r}).")
     if meta.get("target_fingerprint") != target_fingerprint(target):
-        raise ValueError(f"{path} was trained for another target (fingerprint {meta.get('target_fingerprint')}).")
+        raise ValueError(
+            f"{path} was trained for another target (fingerprint {meta.get('target_fingerprint')})."
+        )
     fd = FeatureDraft(target, sd.pop(VOCAB_KEY, None), tuple(json.loads(meta["layers"])))
     missing = set(dict(fd.named_parameters())) ^ set(sd)
     if missing: raise ValueError(f"{path} does not match the network: {sorted(missing)}.")
@@ -490,10 +675,12 @@ def load_feature_drafter(target, path:str|Path) -> FeatureDraft:
     fd.requires_grad_(False); fd.meta = meta
     return fd.eval()
 
-EAGLE_WEIGHTS = "smollm2-135m-instruct.eagle3.safetensors"  # the feature drafter shipped in `flashspec/weights/`
+# the feature drafter shipped in `flashspec/weights/`
+EAGLE_WEIGHTS = "smollm2-135m-instruct.eagle3.safetensors"
 
 def load_shipped_drafter(target):
-    "The feature drafter shipped for the embedded target (`flashspec/weights/`), ready to pass to `generate` as `draft`."
+    """The feature drafter shipped for the embedded target (`flashspec/weights/`), ready to pass to
+    `generate` as `draft`."""
     from flashspec.distill import WEIGHTS
     p = WEIGHTS/EAGLE_WEIGHTS
     if not p.exists(): raise FileNotFoundError(f"No shipped feature drafter at {p}.")
@@ -504,109 +691,183 @@ def load_draft_file(target, path:str|Path):
     from safetensors import safe_open
     from flashspec.distill import load_draft_weights
     with safe_open(str(path), "pt") as f: design = (f.metadata() or {}).get("design")
-    return load_feature_drafter(target, path) if design == "eagle3" else load_draft_weights(target, path)
+    return (
+        load_feature_drafter(target, path)
+        if design == "eagle3"
+        else load_draft_weights(target, path)
+    )
 
 # %% ../nbs/07b_eagle.ipynb #49993090
 def slice_batch(rows:list[dict]) -> dict:
-    "Feature-cache rows as a sliced draft's batch (see `step_loss`): labels = the target's top-1 at answer positions."
+    """Feature-cache rows as a sliced draft's batch (see `step_loss`): labels = the target's top-1
+    at answer positions."""
     B, L = len(rows), max(len(r["tokens"]) for r in rows)
     ids, att = torch.zeros(B, L, dtype=torch.long), torch.zeros(B, L, dtype=torch.long)
     lab, vals, idx = torch.full((B, L), -100, dtype=torch.long), [], []
     for b, r in enumerate(rows):
-        n, m = len(r["tokens"]), torch.from_numpy(np.asarray(r["mask"]))  # (n,) position p predicts token p + 1
-        ti = torch.from_numpy(np.asarray(r["top_ids"], dtype=np.int64))    # (n, k) the target's top-k ids
+        # (n,) position p predicts token p + 1
+        n, m = len(r["tokens"]), torch.from_numpy(np.asarray(r["mask"]))
+        # (n, k) the target's top-k ids
+        ti = torch.from_numpy(np.asarray(r["top_ids"], dtype=np.int64))
         ids[b, :n] = torch.from_numpy(np.asarray(r["tokens"], dtype=np.int64)); att[b, :n] = 1
         lab[b, :n][m] = ti[m, 0]
-        idx.append(ti[m]); vals.append(torch.from_numpy(np.asarray(r["top_vals"], dtype=np.float32))[m])
-    return dict(input_ids=ids, attention_mask=att, labels=lab, topk_values=torch.cat(vals), topk_indices=torch.cat(idx))
+        idx.append(ti[m])
+        vals.append(torch.from_numpy(np.asarray(r["top_vals"], dtype=np.float32))[m])
+    return dict(
+        input_ids=ids,
+        attention_mask=att,
+        labels=lab,
+        topk_values=torch.cat(vals),
+        topk_indices=torch.cat(idx),
+    )
 
-def train_slice_on_features(target, data:FeatureData, out:str|Path, # folder for checkpoints and `draft.safetensors`
-                            design:str="slice", n_layers:int=2, # see `make_draft`
-                            steps:int=1000, batch_size:int=8, lr:float=3e-4, warmup:int=50,
-                            w_ce:float=1.0, w_kd:float=1.0, T:float=1.0,
-                            vocab=None, # token ids the draft proposes from (see `cache_vocab`); None = all
-                            mixed_precision:str="bf16", seed:int=0, progress:bool=True, on_step=None,
-                            meta:dict|None=None, ckpt_every:int=100,
-                            time_limit:float|None=None, # seconds: stop early and save (see `train_draft`)
-                           ) -> tuple[nn.Module, list[dict]]:
-    "Train a sliced draft on a feature cache's rows (tokens and top-k only); resumes from `out`. Returns `(draft, log)`."
+def train_slice_on_features(
+    target, data:FeatureData, out:str|Path, # folder for checkpoints and `draft.safetensors`
+    design:str="slice", n_layers:int=2, # see `make_draft`
+    steps:int=1000, batch_size:int=8, lr:float=3e-4, warmup:int=50,
+    w_ce:float=1.0, w_kd:float=1.0, T:float=1.0,
+    vocab=None, # token ids the draft proposes from (see `cache_vocab`); None = all
+    mixed_precision:str="bf16", seed:int=0, progress:bool=True, on_step=None,
+    meta:dict|None=None, ckpt_every:int=100,
+    time_limit:float|None=None, # seconds: stop early and save (see `train_draft`)
+) -> tuple[nn.Module, list[dict]]:
+    """Train a sliced draft on a feature cache's rows (tokens and top-k only); resumes from `out`.
+    Returns `(draft, log)`."""
     from flashspec.distill import train_draft, make_draft, step_loss, target_fingerprint
     torch.manual_seed(seed)
     draft = make_draft(target, design, n_layers)
     before = param_hashes(target)
     def step_fn(m, rows, device):
-        return step_loss(m, {k: v.to(device) for k, v in slice_batch(rows).items()}, None, w_ce, w_kd, T, parts=True)
-    meta = dict(meta or {}, design=design, n_base=n_layers, target_fingerprint=target_fingerprint(target),
-                cache=str(data.folder), rows=len(data))
-    log = train_draft(draft, data, out, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, w_ce=w_ce, w_kd=w_kd,
-                      T=T, seed=seed, mixed_precision=mixed_precision, meta=meta, vocab=vocab, ckpt_every=ckpt_every,
-                      time_limit=time_limit, progress=progress, on_step=on_step, step_fn=step_fn)
-    if param_hashes(target) != before: raise RuntimeError("Training changed the target's parameters.")
+        return step_loss(
+            m,
+            {k: v.to(device) for k, v in slice_batch(rows).items()},
+            None,
+            w_ce,
+            w_kd,
+            T,
+            parts=True,
+        )
+    meta = dict(
+        meta or {},
+        design=design,
+        n_base=n_layers,
+        target_fingerprint=target_fingerprint(target),
+        cache=str(data.folder),
+        rows=len(data),
+    )
+    log = train_draft(
+        draft,
+        data,
+        out,
+        steps=steps,
+        batch_size=batch_size,
+        lr=lr,
+        warmup=warmup,
+        w_ce=w_ce,
+        w_kd=w_kd,
+        T=T,
+        seed=seed,
+        mixed_precision=mixed_precision,
+        meta=meta,
+        vocab=vocab,
+        ckpt_every=ckpt_every,
+        time_limit=time_limit,
+        progress=progress,
+        on_step=on_step,
+        step_fn=step_fn,
+    )
+    if param_hashes(target) != before:
+        raise RuntimeError("Training changed the target's parameters.")
     if vocab is not None: draft.draft_vocab = torch.as_tensor(vocab, dtype=torch.long).unique()
     return draft.eval(), log
 
 @torch.no_grad()
 def slice_agreement(draft, data:FeatureData, batch_size:int=8) -> float:
-    "Teacher-forced top-1 agreement of a sliced draft with the target at `data`'s answer positions (over `draft_vocab`)."
+    """Teacher-forced top-1 agreement of a sliced draft with the target at `data`'s answer positions
+    (over `draft_vocab`)."""
     v, hit, n = getattr(draft, "draft_vocab", None), 0, 0
     for i in range(0, len(data), batch_size):
         b = slice_batch([data[j] for j in range(i, min(i + batch_size, len(data)))])
-        h = draft.model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).last_hidden_state
+        h = draft.model(
+            input_ids=b["input_ids"], attention_mask=b["attention_mask"]
+        ).last_hidden_state
         sel = b["labels"] != -100                                    # (B, L) answer positions
         z = draft.lm_head(h[sel])                                    # (P, V)
-        pred = z.argmax(-1) if v is None else v[z[:, v].argmax(-1)]  # (P,) the draft's top-1, within its vocabulary
+        # (P,) the draft's top-1, within its vocabulary
+        pred = z.argmax(-1) if v is None else v[z[:, v].argmax(-1)]
         hit += int((pred == b["labels"][sel]).sum()); n += int(sel.sum())
     return hit / max(n, 1)
 
 # %% ../nbs/07b_eagle.ipynb #900f48b7
 @torch.no_grad()
-def rank_acceptance(fd:FeatureDraft, data:FeatureData, steps:int=5, ranks:int=8, batch_size:int=8) -> list[list[float]]:
-    "P[s][r]: share of answer positions where the target's top-1 is the drafter's rank-r candidate at step s + 1."
-    lut = torch.full((fd.V,), -1, dtype=torch.long); lut[fd.vocab.cpu()] = torch.arange(len(fd.vocab))
+def rank_acceptance(
+    fd: FeatureDraft, data: FeatureData, steps: int = 5, ranks: int = 8, batch_size: int = 8
+) -> list[list[float]]:
+    """P[s][r]: share of answer positions where the target's top-1 is the drafter's rank-r candidate
+    at step s + 1."""
+    lut = torch.full((fd.V,), -1, dtype=torch.long)
+    lut[fd.vocab.cpu()] = torch.arange(len(fd.vocab))
     hits, n = torch.zeros(steps, ranks), torch.zeros(steps)
     dev = fd.head_w.device
     for i in range(0, len(data), batch_size):
-        b = collate_features([data[j] for j in range(i, min(i + batch_size, len(data)))], dev, fd.head_w.dtype)
+        b = collate_features(
+            [data[j] for j in range(i, min(i + batch_size, len(data)))], dev, fd.head_w.dtype
+        )
         L = b["tokens"].shape[1]
         for s, out in enumerate(ttt_forward(fd, b["feats"], b["tokens"], b["valid"], steps)):
-            m = (b["mask"][:, s + 1:] & b["valid"][:, s + 1:]).cpu()       # positions j + s + 1 predicted by entry j
+            # positions j + s + 1 predicted by entry j
+            m = (b["mask"][:, s + 1:] & b["valid"][:, s + 1:]).cpu()
             if not m.any(): continue
-            y = lut[b["top_ids"][:, s + 1:, 0].cpu()][m]                    # the target's top-1, as a subset index
+            y = lut[b["top_ids"][:, s + 1:, 0].cpu()][m]  # the target's top-1, as a subset index
             top = fd.logits(out[:, :L - s - 1]).topk(ranks, -1).indices.cpu()[m]  # (P, ranks)
             hits[s] += (top == y[:, None]).sum(0).float(); n[s] += len(y)
     return (hits / n.clamp(min=1)[:, None]).tolist()
 
 # %% ../nbs/07b_eagle.ipynb #75698f8f
-def store_acceptance(path:str|Path, P, # the table (`rank_acceptance`), or under another `key` any JSON value
-                     key:str="rank_acceptance", # e.g. "chain_acceptance" (`chain_acceptance`'s result)
-                    ) -> Path:
+def store_acceptance(
+    path:str|Path, P, # the table (`rank_acceptance`), or under another `key` any JSON value
+    key:str="rank_acceptance", # e.g. "chain_acceptance" (`chain_acceptance`'s result)
+) -> Path:
     "Store an acceptance measurement in the metadata of the weights file at `path`, atomically."
     from safetensors import safe_open
     from safetensors.torch import save_file
-    with safe_open(str(path), "pt") as f: meta, sd = dict(f.metadata() or {}), {k: f.get_tensor(k) for k in f.keys()}
+    with safe_open(str(path), "pt") as f:
+        meta, sd = dict(f.metadata() or {}), {k: f.get_tensor(k) for k in f.keys()}
     table = key == "rank_acceptance"
     meta[key] = json.dumps([[round(float(x), 5) for x in row] for row in P] if table else P)
     return atomic_write(path, lambda t: save_file(sd, t, metadata=meta))
 
 # %% ../nbs/07b_eagle.ipynb #734bffd0
 def export_eagle3(fd:FeatureDraft, folder:str|Path, dtype=torch.bfloat16) -> Path:
-    "Write `fd` as an EAGLE-3 draft checkpoint (`config.json`, `model.safetensors`) that vLLM, SGLang and llama.cpp load."
+    """Write `fd` as an EAGLE-3 draft checkpoint (`config.json`, `model.safetensors`) that vLLM,
+    SGLang and llama.cpp load."""
     from safetensors.torch import save_file
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
     c = lambda t: t.detach().to(dtype).cpu().contiguous()
-    sd = {"fc.weight": c(fd.fc.weight), "norm.weight": c(fd.target_parts["norm"].weight), "lm_head.weight": c(fd.head_w)}
+    sd = {
+        "fc.weight": c(fd.fc.weight),
+        "norm.weight": c(fd.target_parts["norm"].weight),
+        "lm_head.weight": c(fd.head_w),
+    }
     for name in ("hidden_norm", "input_layernorm", "post_attention_layernorm"):
         sd[f"midlayer.{name}.weight"] = c(getattr(fd, name).weight)
     for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
         sd[f"midlayer.self_attn.{name}.weight"] = c(getattr(fd, name).weight)
-    for name in ("gate_proj", "up_proj", "down_proj"): sd[f"midlayer.mlp.{name}.weight"] = c(getattr(fd, name).weight)
+    for name in ("gate_proj", "up_proj", "down_proj"):
+        sd[f"midlayer.mlp.{name}.weight"] = c(getattr(fd, name).weight)
     v = fd.vocab.cpu()
-    sd["d2t"] = (v - torch.arange(len(v))).to(torch.int64)                    # target id = i + d2t[i]
+    sd["d2t"] = (v - torch.arange(len(v))).to(torch.int64)  # target id = i + d2t[i]
     t2d = torch.zeros(fd.V, dtype=torch.bool); t2d[v] = True; sd["t2d"] = t2d
     atomic_write(folder/"model.safetensors", lambda t: save_file(sd, t, metadata={"format": "pt"}))
     cfg = fd.config.to_dict()
-    cfg.update(architectures=["LlamaForCausalLMEagle3"], num_hidden_layers=1, draft_vocab_size=len(v),
-               target_hidden_size=fd.d, tie_word_embeddings=False, torch_dtype=str(dtype).replace("torch.", ""))
+    cfg.update(
+        architectures=["LlamaForCausalLMEagle3"],
+        num_hidden_layers=1,
+        draft_vocab_size=len(v),
+        target_hidden_size=fd.d,
+        tie_word_embeddings=False,
+        torch_dtype=str(dtype).replace("torch.", ""),
+    )
     for k in ("layer_types", "dtype"): cfg.pop(k, None)
     atomic_write(folder/"config.json", lambda t: Path(t).write_text(json.dumps(cfg, indent=2)))
     return folder

@@ -28,26 +28,31 @@ def wx_linear(x:torch.Tensor, # (..., K)
               w:torch.Tensor, # (N, K) a linear layer's weight
               b:torch.Tensor|None=None, # (N,) its bias
              ) -> torch.Tensor:
-    "`F.linear(x, w, b)` computed as `(w @ xᵀ)ᵀ`: the same product through another BLAS kernel (one row padded to two)."
+    """`F.linear(x, w, b)` computed as `(w @ xᵀ)ᵀ`: the same product through another BLAS kernel
+    (one row padded to two)."""
     xs = x.reshape(-1, x.shape[-1])                                       # (M, K)
     m = xs.shape[0]
-    if m == 1: xs = torch.cat([xs, xs])                                   # (2, K): a matrix product, not a vector one
-    y = (w @ xs.t()).t()[:m].contiguous()                                 # (M, N), from (N, K) @ (K, M)
-    # (contiguous: a transposed result would hand the next product a column-major input, a slower kernel again)
+    if m == 1: xs = torch.cat([xs, xs])  # (2, K): a matrix product, not a vector one
+    y = (w @ xs.t()).t()[:m].contiguous()  # (M, N), from (N, K) @ (K, M)
+    # (contiguous: a transposed result would hand the next product a column-major input, a slower
+    # kernel again)
     if b is not None: y = y + b
     return y.reshape(*x.shape[:-1], w.shape[0])
 
 def _plain_linear(mod) -> bool:
-    "A float `nn.Linear` on the CPU: the only kind `wx_linear` stands in for (quantized layers keep their own forward)."
+    """A float `nn.Linear` on the CPU: the only kind `wx_linear` stands in for (quantized layers
+    keep their own forward)."""
     w = getattr(mod, "weight", None)
-    return (type(mod) is torch.nn.Linear and type(w) in (torch.Tensor, torch.nn.Parameter)  # not a quantized subclass
+    # not a quantized subclass
+    return (type(mod) is torch.nn.Linear and type(w) in (torch.Tensor, torch.nn.Parameter)
             and w.dtype.is_floating_point and w.device.type == "cpu")
 
 @torch.no_grad()
 def pick_matmul(weights:list, # (N, K) weights of the linear layers a forward runs, in order
                 m:int, # rows per product (tokens in the forward)
                 repeats:int=3) -> str:
-    "`'wx'` or `'linear'`: whichever multiplies `m` rows by every weight of `weights` faster here (median of `repeats`)."
+    """`'wx'` or `'linear'`: whichever multiplies `m` rows by every weight of `weights` faster here
+    (median of `repeats`)."""
     xs = {w.shape[1]: torch.randn(m, w.shape[1], dtype=w.dtype) for w in weights}
     def run(f):
         t0 = time.perf_counter()
@@ -60,31 +65,40 @@ def pick_matmul(weights:list, # (N, K) weights of the linear layers a forward ru
     return min(times, key=times.get)
 
 class Products:
-    "A module's float linear products on the CPU, each in the form measured fastest for its row count (`pick_matmul`)."
+    """A module's float linear products on the CPU, each in the form measured fastest for its row
+    count (`pick_matmul`)."""
     def __init__(self, owner:torch.nn.Module, # the module whose `nn.Linear` layers are measured
-                 matmul:str="auto", # "linear" (`F.linear`), "wx" (`wx_linear`), or "auto" (measured per row count)
-                 max_pick:int=32, # with "auto", products of more rows than this use "linear" (no measurement)
-                 extra:tuple=(), # names of further (N, K) weight tensors of `owner` used as products (a head)
+                 # "linear" (`F.linear`), "wx" (`wx_linear`), or "auto" (measured per row count)
+                 matmul:str="auto",
+                 # with "auto", products of more rows than this use "linear" (no measurement)
+                 max_pick:int=32,
+                 # names of further (N, K) weight tensors of `owner` used as products (a head)
+                 extra:tuple=(),
                 ):
-        if matmul not in MATMULS: raise ValueError(f"matmul must be one of {MATMULS}, got {matmul!r}.")
+        if matmul not in MATMULS:
+            raise ValueError(f"matmul must be one of {MATMULS}, got {matmul!r}.")
         self.owner, self.matmul, self.max_pick, self.extra = owner, matmul, max_pick, extra
         if "_flashspec_matmul" not in owner.__dict__: owner.__dict__["_flashspec_matmul"] = {}
-        self.picked = owner.__dict__["_flashspec_matmul"]  # (rows, dtype, threads) -> form, kept with the module
+        # (rows, dtype, threads) -> form, kept with the module
+        self.picked = owner.__dict__["_flashspec_matmul"]
         self.first = None
 
     def weights(self) -> list:
-        "The weights measured: every float `nn.Linear` of the owner on the CPU, then the `extra` ones."
+        """The weights measured: every float `nn.Linear` of the owner on the CPU, then the `extra`
+        ones."""
         ws = [l.weight for l in self.owner.modules() if _plain_linear(l)]
         extra = (getattr(self.owner, n) for n in self.extra)
         ws += [w for w in extra if w.device.type == "cpu" and w.dtype.is_floating_point]
         return ws
 
     def form(self, m:int) -> str:
-        "The form products of `m` rows take (measured once per row count, dtype and thread count with 'auto')."
+        """The form products of `m` rows take (measured once per row count, dtype and thread count
+        with 'auto')."""
         if self.matmul != "auto": return self.matmul
         if m > self.max_pick: return "linear"
-        if self.first is None: self.first = next(iter(self.weights()), False)  # a weight whose dtype keys the choice
-        if self.first is False: return "linear"                            # no float linear layer on the CPU
+        # a weight whose dtype keys the choice
+        if self.first is None: self.first = next(iter(self.weights()), False)
+        if self.first is False: return "linear"  # no float linear layer on the CPU
         key = (m, self.first.dtype, torch.get_num_threads())
         return self.picked.get(key) or self._measure(key, m)
 
@@ -98,24 +112,41 @@ class Products:
 
     @staticmethod
     def lin(wx:bool):
-        "`lin(layer, x)` in the given form (`wx`: `wx_linear` where the layer is a float one on the CPU)."
+        """`lin(layer, x)` in the given form (`wx`: `wx_linear` where the layer is a float one on
+        the CPU)."""
         def lin(layer, x):
             if isinstance(layer, torch.Tensor):
-                return wx_linear(x, layer) if wx and layer.device.type == "cpu" else F.linear(x, layer)
-            return wx_linear(x, layer.weight, layer.bias) if wx and _plain_linear(layer) else layer(x)
+                return (
+                    wx_linear(x, layer) if wx and layer.device.type == "cpu" else F.linear(x, layer)
+                )
+            return (
+                wx_linear(x, layer.weight, layer.bias) if wx and _plain_linear(layer) else layer(x)
+            )
         return lin
 
 class NativeForward:
-    "A plain forward over a Llama-family model's own modules, writing K/V into a `StaticKVCache` at explicit slots."
+    """A plain forward over a Llama-family model's own modules, writing K/V into a `StaticKVCache`
+    at explicit slots."""
     def __init__(self, model,
-                 matmul:str="auto", # float linear layers on the CPU: "linear", "wx" (`wx_linear`), or measured per row count
-                 max_pick:int=32, # with "auto", forwards of more rows than this use "linear" (no measurement)
+                 # float linear layers on the CPU: "linear", "wx" (`wx_linear`), or measured per row
+                 # count
+                 matmul:str="auto",
+                 # with "auto", forwards of more rows than this use "linear" (no measurement)
+                 max_pick:int=32,
                 ):
         check_supported(model)
         if model.config.model_type not in NATIVE_TYPES:
-            raise ValueError(f"No native forward for {model.config.model_type!r} (native: {', '.join(NATIVE_TYPES)}).")
+            raise ValueError(
+                f"No native forward for {model.config.model_type!r} (native:"
+                f" {', '.join(NATIVE_TYPES)})."
+            )
         self.model, dec = model, model.get_decoder()
-        self.embed, self.layers, self.norm, self.rotary = dec.embed_tokens, dec.layers, dec.norm, dec.rotary_emb
+        self.embed, self.layers, self.norm, self.rotary = (
+            dec.embed_tokens,
+            dec.layers,
+            dec.norm,
+            dec.rotary_emb,
+        )
         self.head = model.get_output_embeddings()
         self.products = Products(model, matmul, max_pick)
 
@@ -124,8 +155,10 @@ class NativeForward:
         return self.products.form(m)
 
     def _mlp(self, mlp, x, lin):
-        "The gated MLP `down(act(gate(x)) * up(x))` through `lin` (any other MLP through its own forward)."
-        if not all(hasattr(mlp, n) for n in ("gate_proj", "up_proj", "down_proj", "act_fn")): return mlp(x)
+        """The gated MLP `down(act(gate(x)) * up(x))` through `lin` (any other MLP through its own
+        forward)."""
+        if not all(hasattr(mlp, n) for n in ("gate_proj", "up_proj", "down_proj", "act_fn")):
+            return mlp(x)
         return lin(mlp.down_proj, mlp.act_fn(lin(mlp.gate_proj, x)) * lin(mlp.up_proj, x))
 
     @torch.no_grad()
@@ -134,19 +167,26 @@ class NativeForward:
                  slots:torch.Tensor, # (T,) KV slots written (same for every row)
                  bias:torch.Tensor, # (B, 1, T, max_len) additive attention bias
                  layers:tuple=(), # hidden-state indices to return (concatenated)
-                 rows:torch.Tensor|None=None, # (R,) positions whose logits are computed (default: all)
+                 # (R,) positions whose logits are computed (default: all)
+                 rows:torch.Tensor|None=None,
                  run=None, # the forward proper (`self.run`, or a compiled version of it)
                 ):
         "Returns `(logits (B, T or R, V), features (B, T, len(layers) * d) or None)`."
         B, T = tokens.shape
         R = T if rows is None else len(rows)
-        wx, head_wx = self.form(B * T) == "wx", self.form(B * R) == "wx"  # chosen here, eagerly: plain flags below
-        return (run or self.run)(cache, tokens, positions, slots, bias, tuple(layers), rows, wx, head_wx)
+        # chosen here, eagerly: plain flags below
+        wx, head_wx = self.form(B * T) == "wx", self.form(B * R) == "wx"
+        return (run or self.run)(
+            cache, tokens, positions, slots, bias, tuple(layers), rows, wx, head_wx
+        )
 
     @torch.no_grad()
     def run(self, cache, tokens, positions, slots, bias, layers, rows, wx:bool, head_wx:bool):
-        "The forward itself, with the product forms given (`wx` for the layers, `head_wx` for the head)."
-        attn = ALL_ATTENTION_FUNCTIONS.get_interface(self.model.config._attn_implementation, eager_attention_forward)
+        """The forward itself, with the product forms given (`wx` for the layers, `head_wx` for the
+        head)."""
+        attn = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.model.config._attn_implementation, eager_attention_forward
+        )
         B, T = tokens.shape
         lin, head_lin = Products.lin(wx), Products.lin(head_wx)
         x = self.embed(tokens)                                               # (B, T, d)
@@ -156,77 +196,106 @@ class NativeForward:
             if i in layers: got[i] = x
             a, h = layer.self_attn, layer.input_layernorm(x)
             shape = (B, T, -1, a.head_dim)
-            q, k, v = lin(a.q_proj, h).view(shape), lin(a.k_proj, h).view(shape), lin(a.v_proj, h).view(shape)
-            if hasattr(a, "q_norm"): q, k = a.q_norm(q), a.k_norm(k)          # Qwen3: per-head norms before RoPE
-            q, k = apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)  # (B, H, T, hd)
-            cache.keys[i].index_copy_(2, slots, k); cache.values[i].index_copy_(2, slots, v.transpose(1, 2))
-            o, _ = attn(a, q, cache.keys[i], cache.values[i], bias, dropout=0.0, scaling=a.scaling)  # (B, T, H, hd)
+            q, k, v = (
+                lin(a.q_proj, h).view(shape),
+                lin(a.k_proj, h).view(shape),
+                lin(a.v_proj, h).view(shape),
+            )
+            # Qwen3: per-head norms before RoPE
+            if hasattr(a, "q_norm"): q, k = a.q_norm(q), a.k_norm(k)
+            # (B, H, T, hd)
+            q, k = apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
+            cache.keys[i].index_copy_(2, slots, k)
+            cache.values[i].index_copy_(2, slots, v.transpose(1, 2))
+            # (B, T, H, hd)
+            o, _ = attn(a, q, cache.keys[i], cache.values[i], bias, dropout=0.0, scaling=a.scaling)
             x = x + lin(a.o_proj, o.reshape(B, T, -1))
             x = x + self._mlp(layer.mlp, layer.post_attention_layernorm(x), lin)
         x = self.norm(x)
         if len(self.layers) in layers: got[len(self.layers)] = x
         h = x if rows is None else x[:, rows]
         logits = head_lin(self.head, h)
-        return logits, (torch.cat([got[l] for l in layers], -1) if layers else None)  # in `layers` order
+        # in `layers` order
+        return logits, (torch.cat([got[l] for l in layers], -1) if layers else None)
 
 # %% ../nbs/05a_engine.ipynb #58578614
 class TreeInputs:
-    "One tree shape's attention bias, positions and slots after `n` committed tokens, built on the device."
+    """One tree shape's attention bias, positions and slots after `n` committed tokens, built on the
+    device."""
     def __init__(self, tree:Tree, max_len:int, device, dtype,
-                 n_pad:int|None=None, # pad the tree to this many nodes (fixed shapes for compiled forwards)
+                 # pad the tree to this many nodes (fixed shapes for compiled forwards)
+                 n_pad:int|None=None,
                 ):
         N = tree.n_nodes
         n_pad = n_pad or N
         if n_pad < N: raise ValueError(f"n_pad={n_pad} is smaller than the tree ({N} nodes).")
         self.tree, self.N, self.S, self.dtype = tree, n_pad, max_len, dtype
-        mask = torch.eye(n_pad, dtype=torch.bool); mask[:N, :N] = tree.mask   # padding sees only itself
+        # padding sees only itself
+        mask = torch.eye(n_pad, dtype=torch.bool); mask[:N, :N] = tree.mask
         depth = torch.zeros(n_pad, dtype=torch.long); depth[:N] = tree.depth
-        parent = torch.arange(n_pad); parent[:N] = tree.parent.clamp(min=0)   # the root (and padding) point at themselves
-        self.mask, self.depth, self.parent = mask.to(device), depth.to(device), parent.to(device)  # (N,N), (N,), (N,)
+        # the root (and padding) point at themselves
+        parent = torch.arange(n_pad); parent[:N] = tree.parent.clamp(min=0)
+        # (N,N), (N,), (N,)
+        self.mask, self.depth, self.parent = mask.to(device), depth.to(device), parent.to(device)
         self.real = (torch.arange(n_pad) < N).to(device)                     # (N,) not padding
         self.arange_s = torch.arange(max_len, device=device)                 # (S,)
         self.arange_n = torch.arange(n_pad, device=device)                   # (N,)
         self.min = torch.finfo(dtype).min
 
     def __call__(self, n:int|torch.Tensor):
-        "`(bias (1, 1, N, S), positions (1, N), slots (N,))` for a tree whose root sits at slot `n` (= committed tokens)."
+        """`(bias (1, 1, N, S), positions (1, N), slots (N,))` for a tree whose root sits at slot
+        `n` (= committed tokens)."""
         if int(n) + self.N > self.S:
-            raise ValueError(f"A tree of {self.N} nodes after {int(n)} tokens does not fit in {self.S} slots.")
-        rel = self.arange_s - n                                             # (S,) slot relative to the root
+            raise ValueError(
+                f"A tree of {self.N} nodes after {int(n)} tokens does not fit in {self.S} slots."
+            )
+        rel = self.arange_s - n  # (S,) slot relative to the root
         inside = (rel >= 0) & (rel < self.N)
-        allowed = (rel < 0)[None, :] | (self.mask[:, rel.clamp(0, self.N - 1)] & inside[None, :])  # (N, S)
-        bias = torch.zeros(self.N, self.S, dtype=self.dtype, device=self.mask.device).masked_fill_(~allowed, self.min)
+        # (N, S)
+        allowed = (rel < 0)[None, :] | (self.mask[:, rel.clamp(0, self.N - 1)] & inside[None, :])
+        bias = torch.zeros(self.N, self.S, dtype=self.dtype, device=self.mask.device).masked_fill_(
+            ~allowed, self.min
+        )
         return bias[None, None], (n + self.depth)[None], n + self.arange_n
 
 # %% ../nbs/05a_engine.ipynb #079c21ee
-def _accept_rows(mask, depth, parent, valid, # (B, N, N) ancestor masks; (B, N) depths, parents, real nodes
-                 tokens:torch.Tensor, logits:torch.Tensor): # (B, N) node tokens; (B, N, V) target logits
+def _accept_rows(
+    mask, depth, parent, valid, # (B, N, N) ancestor masks; (B, N) depths, parents, real nodes
+    tokens:torch.Tensor, logits:torch.Tensor): # (B, N) node tokens; (B, N, V) target logits
     "Each row's `(accepted path, bonus token)`, all rows in one device-to-host copy."
     B, N = tokens.shape
     ar, rows = torch.arange(N, device=tokens.device), torch.arange(B, device=tokens.device)
-    best = logits.argmax(-1)                                              # (B, N) the target's choice per node
-    match = tokens == best.gather(1, parent)                              # (B, N) token = parent's argmax
-    match[:, 0] = True                                                    # the roots are committed already
-    ok = ~(mask & ~match[:, None, :]).any(-1) & valid                     # (B, N) every node on the path matches
-    deepest = torch.where(ok, depth, -1).argmax(-1)                       # (B,) first node at the deepest level
-    order = torch.where(mask[rows, deepest], ar, N).sort(-1).values       # (B, N) each path first, then N
-    out = torch.cat([order, best[rows, deepest, None], depth[rows, deepest, None]], -1).tolist()  # one copy
+    best = logits.argmax(-1)  # (B, N) the target's choice per node
+    match = tokens == best.gather(1, parent)  # (B, N) token = parent's argmax
+    match[:, 0] = True  # the roots are committed already
+    ok = ~(mask & ~match[:, None, :]).any(-1) & valid  # (B, N) every node on the path matches
+    deepest = torch.where(ok, depth, -1).argmax(-1)  # (B,) first node at the deepest level
+    # (B, N) each path first, then N
+    order = torch.where(mask[rows, deepest], ar, N).sort(-1).values
+    # one copy
+    out = torch.cat([order, best[rows, deepest, None], depth[rows, deepest, None]], -1).tolist()
     return [(o[:o[-1] + 1], o[-2]) for o in out]
 
 def greedy_accept(ti:TreeInputs, tokens:torch.Tensor, # (N,) node tokens on the device, root first
                   logits:torch.Tensor, # (N, V) target logits at every node
                  ) -> tuple[list[int], int]:
-    "Greedy acceptance as tensor ops: `(accepted path as node indices, root first; bonus token)`, one device-to-host copy."
-    return _accept_rows(ti.mask[None], ti.depth[None], ti.parent[None], ti.real[None], tokens[None], logits[None])[0]
+    """Greedy acceptance as tensor ops: `(accepted path as node indices, root first; bonus token)`,
+    one device-to-host copy."""
+    return _accept_rows(
+        ti.mask[None], ti.depth[None], ti.parent[None], ti.real[None], tokens[None], logits[None]
+    )[0]
 
 # %% ../nbs/05a_engine.ipynb #a1b2c3d5
 def greedy_accept_batch(tb:TreeBatch, # the round's padded trees (masks, depths, parents, validity)
                         tokens:torch.Tensor, # (B, N) node tokens on the device, root first
                         logits:torch.Tensor, # (B, N, V) target logits at every node
                        ) -> list[tuple[list[int], int]]:
-    "`greedy_accept` for every row of a tree batch: `[(path, bonus)]` per row, one copy to the host in all."
+    """`greedy_accept` for every row of a tree batch: `[(path, bonus)]` per row, one copy to the
+    host in all."""
     dev = tokens.device
-    return _accept_rows(tb.mask.to(dev), tb.depth.to(dev), tb.parent.to(dev), tb.valid.to(dev), tokens, logits)
+    return _accept_rows(
+        tb.mask.to(dev), tb.depth.to(dev), tb.parent.to(dev), tb.valid.to(dev), tokens, logits
+    )
 
 # %% ../nbs/05a_engine.ipynb #a849b76f
 class HFForward:
@@ -234,40 +303,59 @@ class HFForward:
     def __init__(self, model): self.model = model
 
     @torch.no_grad()
-    def __call__(self, cache:StaticKVCache, tokens, positions, slots, bias, layers:tuple=(), rows=None):
+    def __call__(
+        self, cache: StaticKVCache, tokens, positions, slots, bias, layers: tuple = (), rows=None
+    ):
         "`(logits (B, T or R, V), features (B, T, len(layers) * d) or None)`, as `NativeForward`."
         cache._slots = slots
-        try: out = self.model(input_ids=tokens, position_ids=positions, attention_mask=bias, cache=cache,
-                              use_cache=True, output_hidden_states=bool(layers))
-        finally: cache._slots = None
+        try:
+            out = self.model(
+                input_ids=tokens,
+                position_ids=positions,
+                attention_mask=bias,
+                cache=cache,
+                use_cache=True,
+                output_hidden_states=bool(layers),
+            )
+        finally:
+            cache._slots = None
         logits = out.logits if rows is None else out.logits[:, rows]
         return logits, (torch.cat([out.hidden_states[l] for l in layers], -1) if layers else None)
 
+
 ENGINES = ("auto", "native", "hf")
 
-def make_forward(model, engine:str="auto", # "native", "hf", or "auto" (native where the architecture has one)
-                 compile:bool=False, # torch.compile the forward (see above)
-                 matmul:str="auto", # the native forward's product form (see `NativeForward`)
-                ):
-    "The forward a decoding loop calls: `fwd(cache, tokens, positions, slots, bias, layers=(), rows=None)`."
+def make_forward(
+    model, engine:str="auto", # "native", "hf", or "auto" (native where the architecture has one)
+    compile:bool=False, # torch.compile the forward (see above)
+    matmul:str="auto", # the native forward's product form (see `NativeForward`)
+):
+    """The forward a decoding loop calls: `fwd(cache, tokens, positions, slots, bias, layers=(),
+    rows=None)`."""
     if engine not in ENGINES: raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}.")
     native = engine == "native" or (engine == "auto" and model.config.model_type in NATIVE_TYPES)
-    kept = model.__dict__.setdefault("_flashspec_forwards", {})  # one per model and options: compiled graphs are reused
+    # one per model and options: compiled graphs are reused
+    kept = model.__dict__.setdefault("_flashspec_forwards", {})
     key = (native, compile, matmul)
     if key in kept: return kept[key]
     f = NativeForward(model, matmul) if native else HFForward(model)
     if compile:
         cuda = model.get_output_embeddings().weight.device.type == "cuda"
         mode = "reduce-overhead" if cuda else None
-        if native:  # the product forms are chosen eagerly, the compiled part gets them as plain flags
-            f.compiled = functools.partial(f.__call__, run=torch.compile(f.run, dynamic=False, mode=mode))
-        else: f.compiled = torch.compile(f.__call__, dynamic=False, mode=mode)
+        # the product forms are chosen eagerly, the compiled part gets them as plain flags
+        if native:
+            f.compiled = functools.partial(
+                f.__call__, run=torch.compile(f.run, dynamic=False, mode=mode)
+            )
+        else:
+            f.compiled = torch.compile(f.__call__, dynamic=False, mode=mode)
     kept[key] = f
     return f
 
 # %% ../nbs/05a_engine.ipynb #9fc121cf
 def median_ms(call, device, repeats:int) -> float:
-    "Median milliseconds of `call()` over `repeats` runs after one warm-up run (CUDA synchronised around each)."
+    """Median milliseconds of `call()` over `repeats` runs after one warm-up run (CUDA synchronised
+    around each)."""
     times = []
     for _ in range(repeats + 1):
         if device.type == "cuda": torch.cuda.synchronize(device)
@@ -282,14 +370,16 @@ def forward_ms(model, n_nodes:int, # nodes in the forward (a chain of that many,
                repeats:int=7, engine:str="auto", compile:bool=False, tree:Tree|None=None,
                matmul:str="auto", # the native forward's product form (see `NativeForward`)
               ) -> float:
-    "Median milliseconds of one target forward over `n_nodes` tree nodes after `prefix` tokens (warm-up call not counted)."
+    """Median milliseconds of one target forward over `n_nodes` tree nodes after `prefix` tokens
+    (warm-up call not counted)."""
     w = model.get_output_embeddings().weight
     dev, dt = w.device, (w.dtype if w.dtype.is_floating_point else torch.float32)
     fwd = make_forward(model, engine, compile, matmul); f = getattr(fwd, "compiled", fwd)
     tr = tree or compile_tree(tuple((0,) * d for d in range(1, n_nodes)))
     S = prefix + tr.n_nodes
     cache = StaticKVCache(model, S)
-    cache.lengths += prefix  # not prefilled: a forward's time depends on shapes, not on the values cached
+    # not prefilled: a forward's time depends on shapes, not on the values cached
+    cache.lengths += prefix
     ti = TreeInputs(tr, S, dev, dt)
     g = torch.Generator().manual_seed(0)
     toks = torch.randint(0, model.config.vocab_size, (1, tr.n_nodes), generator=g).to(dev)
@@ -297,9 +387,12 @@ def forward_ms(model, n_nodes:int, # nodes in the forward (a chain of that many,
     return median_ms(lambda: f(cache, toks, pos, slots, bias), dev, repeats)
 
 def expected_accepted(paths, # index paths of a tree (root excluded)
-                      P, # P[s][r]: acceptance of the rank-r candidate at draft step s + 1, given its path so far
+                      # P[s][r]: acceptance of the rank-r candidate at draft step s + 1, given its
+                      # path so far
+                      P,
                      ) -> float:
-    "Expected drafted tokens greedy verification accepts from a tree: the sum over nodes of their path probabilities."
+    """Expected drafted tokens greedy verification accepts from a tree: the sum over nodes of their
+    path probabilities."""
     tot = 0.0
     for p in paths:
         pr = 1.0
@@ -309,33 +402,40 @@ def expected_accepted(paths, # index paths of a tree (root excluded)
 
 def optimal_tree(P, n_nodes:int, # nodes besides the root
                 ) -> tuple:
-    "The `n_nodes` index paths of greatest path probability under `P`: the tree with the most expected accepted tokens."
-    heap, out = [(-P[0][0], (0,))], []  # candidates: a node's first child and its next sibling enter when it is taken
+    """The `n_nodes` index paths of greatest path probability under `P`: the tree with the most
+    expected accepted tokens."""
+    # candidates: a node's first child and its next sibling enter when it is taken
+    heap, out = [(-P[0][0], (0,))], []
     while heap and len(out) < n_nodes:
         negp, path = heapq.heappop(heap)
         out.append(path)
         s, r = len(path) - 1, path[-1]
-        if r + 1 < len(P[s]): heapq.heappush(heap, (negp / max(P[s][r], 1e-30) * P[s][r + 1], path[:-1] + (r + 1,)))
+        if r + 1 < len(P[s]):
+            heapq.heappush(heap, (negp / max(P[s][r], 1e-30) * P[s][r + 1], path[:-1] + (r + 1,)))
         if s + 1 < len(P): heapq.heappush(heap, (negp * P[s + 1][0], path + (0,)))
     return tuple(out)
 
 def best_tree(P, verify_ms, # verify_ms(N) -> ms of a target forward over N nodes (root included)
               draft_ms, # draft_ms(depth) -> ms the drafter takes to propose a tree of that depth
               max_nodes:int=64, overhead_ms:float=0.0) -> tuple[TreeConfig, list[dict]]:
-    "The optimal tree of the budget with the most expected tokens per millisecond, and every budget's figures."
+    """The optimal tree of the budget with the most expected tokens per millisecond, and every
+    budget's figures."""
     rows = []
     for n in range(0, max_nodes):
         paths = optimal_tree(P, n) if n else ()
         depth = max((len(p) for p in paths), default=0)
         e = 1 + expected_accepted(paths, P)  # + the bonus token
         ms = verify_ms(n + 1) + (draft_ms(depth) if depth else 0.0) + overhead_ms
-        rows.append(dict(nodes=n + 1, depth=depth, tokens=e, ms=ms, tokens_per_ms=e / ms, paths=paths))
+        rows.append(
+            dict(nodes=n + 1, depth=depth, tokens=e, ms=ms, tokens_per_ms=e / ms, paths=paths)
+        )
     best = max(rows, key=lambda r: r["tokens_per_ms"])
     return TreeConfig(paths=best["paths"]) if best["paths"] else TreeConfig(0, 1), rows
 
 # %% ../nbs/05a_engine.ipynb #a2a98e3d
 def _interp(table:dict):
-    "Piecewise-linear through `{x: y}` (keys ints or their strings), extended linearly past both ends."
+    """Piecewise-linear through `{x: y}` (keys ints or their strings), extended linearly past both
+    ends."""
     pts = sorted((int(k), float(v)) for k, v in table.items())
     def f(x):
         if len(pts) == 1: return pts[0][1]
@@ -345,27 +445,36 @@ def _interp(table:dict):
     return f
 
 def _costs_key(target, draft, engine:str, compile:bool) -> str:
-    ("Which measurement a cost entry is: hardware, target, dtype, quantization, engine (products per row"
-     " count), draft, threads.")
+    (
+        "Which measurement a cost entry is: hardware, target, dtype, quantization, engine (products"
+        " per row count), draft, threads."
+    )
     from flashspec.models import hardware
     from flashspec.distill import target_fingerprint
     w = target.get_output_embeddings().weight
     n = sum(p.numel() for p in draft.parameters()) if isinstance(draft, torch.nn.Module) else 0
     v = getattr(draft, "vocab", None)
-    return (f"{hardware(w.device)}|{target_fingerprint(target)}|{w.dtype}|{engine}|compile={compile}|matmul=auto|"
-            f"{type(draft).__name__}:{n}:{0 if v is None else len(v)}|threads={torch.get_num_threads()}"
-            + (f"|quant={q}" if (q := getattr(target, "flashspec_quant", None)) else ""))  # `quantize_target`'s method
+    return (
+        f"{hardware(w.device)}|{target_fingerprint(target)}|{w.dtype}|{engine}|compile={compile}"
+        "|matmul=auto|"
+        f"{type(draft).__name__}:{n}:{0 if v is None else len(v)}|threads={torch.get_num_threads()}"
+        # `quantize_target`'s method
+        + (f"|quant={q}" if (q := getattr(target, "flashspec_quant", None)) else "")
+    )
 
 # %% ../nbs/05a_engine.ipynb #c783e5a7
 def other_load(seconds:float=0.5) -> float|None:
-    "Cores other processes kept busy over `seconds` (this one sleeps meanwhile), from /proc; None where unknown."
+    """Cores other processes kept busy over `seconds` (this one sleeps meanwhile), from /proc; None
+    where unknown."""
     def read():
-        v = [int(x) for x in open("/proc/stat").readline().split()[1:]]       # user nice system idle iowait ...
-        me = open("/proc/self/stat").read().rsplit(")", 1)[1].split()         # fields from the 3rd on
-        return sum(v) - v[3] - v[4], int(me[11]) + int(me[12])                # busy ticks; ours (utime + stime)
+        # user nice system idle iowait ...
+        v = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+        me = open("/proc/self/stat").read().rsplit(")", 1)[1].split()  # fields from the 3rd on
+        return sum(v) - v[3] - v[4], int(me[11]) + int(me[12])  # busy ticks; ours (utime + stime)
     try:
         cpus = sum(1 for l in open("/proc/stat") if l[:3] == "cpu" and l[3].isdigit())
-        if cpus != len(os.sched_getaffinity(0)): return None  # /proc shows the host's cores, not ours
+        # /proc shows the host's cores, not ours
+        if cpus != len(os.sched_getaffinity(0)): return None
         (b0, m0), t0 = read(), time.perf_counter()
         time.sleep(seconds)
         (b1, m1), t1 = read(), time.perf_counter()
@@ -373,18 +482,20 @@ def other_load(seconds:float=0.5) -> float|None:
     return max((b1 - b0) - (m1 - m0), 0) / os.sysconf("SC_CLK_TCK") / (t1 - t0)
 
 @torch.no_grad()
-def tree_costs(target, draft, # the target, and the draft `generate` takes (model, network or `Drafter` class)
-               sizes=(1, 2, 3, 4, 6, 8, 12, 16, 24, 32), # forward sizes N measured
-               depths=(0, 1, 2, 3, 4, 6), # chain depths whose round cost is measured
-               engine:str="auto", compile:bool=False,
-               refresh:bool=False, # measure again even if cached
-               path=None, # the cache file (default `cache_dir()/costs.json`)
-               max_other_load:float|None=0.5, # cores other processes may keep busy meanwhile, beyond which the
-                                              # figures are not cached (`other_load`); None: not checked
-               rounds:int=3, repeats:int=3, # `repeats` timings of every size in each of `rounds` passes
-               progress:bool=True, # a progress bar (stderr) while measuring
-              ) -> dict:
-    "Measured `{'verify': {N: ms}, 'round': {depth: ms}}` for `target` and `draft` here (cached, see above)."
+def tree_costs(
+    target, draft, # the target, and the draft `generate` takes (model, network or `Drafter` class)
+    sizes=(1, 2, 3, 4, 6, 8, 12, 16, 24, 32), # forward sizes N measured
+    depths=(0, 1, 2, 3, 4, 6), # chain depths whose round cost is measured
+    engine:str="auto", compile:bool=False,
+    refresh:bool=False, # measure again even if cached
+    path=None, # the cache file (default `cache_dir()/costs.json`)
+    max_other_load:float|None=0.5, # cores other processes may keep busy meanwhile, beyond which the
+    # figures are not cached (`other_load`); None: not checked
+    rounds:int=3, repeats:int=3, # `repeats` timings of every size in each of `rounds` passes
+    progress:bool=True, # a progress bar (stderr) while measuring
+) -> dict:
+    """Measured `{'verify': {N: ms}, 'round': {depth: ms}}` for `target` and `draft` here (cached,
+    see above)."""
     from flashspec.models import cache_dir
     from flashspec.decode import generate, _as_drafter
     from tqdm.auto import tqdm
@@ -393,51 +504,72 @@ def tree_costs(target, draft, # the target, and the draft `generate` takes (mode
     book = json.loads(path.read_text()) if path.exists() else {}
     if key in book and not refresh: return book[key]
     check = other_load if max_other_load is not None else (lambda: None)
-    busy = [check()]                                                        # before, and after (below)
-    bar = tqdm(total=rounds * len(sizes) + len(depths), desc="measuring this machine's costs (cached after)",
-               disable=not progress, leave=False, file=sys.stderr)
+    busy = [check()]  # before, and after (below)
+    bar = tqdm(
+        total=rounds * len(sizes) + len(depths),
+        desc="measuring this machine's costs (cached after)",
+        disable=not progress,
+        leave=False,
+        file=sys.stderr,
+    )
     times = {n: [] for n in sizes}
-    for _ in range(rounds):  # interleaved passes: a drift of the machine's speed hits every size alike
+    # interleaved passes: a drift of the machine's speed hits every size alike
+    for _ in range(rounds):
         for n in sizes:
             times[n].append(forward_ms(target, n, repeats=repeats, engine=engine, compile=compile))
             bar.update()
-    verify = {n: statistics.median(t) for n, t in times.items()}                # each size's median pass
+    verify = {n: statistics.median(t) for n, t in times.items()}  # each size's median pass
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, target.config.vocab_size, (64,), generator=g)
-    rest = lambda st: st.total_s - st.prefill_s - st.forward_s               # s of a run beyond prefill and forwards
+    # s of a run beyond prefill and forwards
+    rest = lambda st: st.total_s - st.prefill_s - st.forward_s
     rnd = {}
     for d in depths:
         dr = _as_drafter(draft if d else None, TreeConfig(d, 1) if d else None, target)
         generate(target, dr, ids, 4, engine=engine, compile=compile)          # warm-up
         a = generate(target, dr, ids, 8, engine=engine, compile=compile, eos_token_id=[])[1]
         b = generate(target, dr, ids, 40, engine=engine, compile=compile, eos_token_id=[])[1]
-        # the difference of two runs leaves out the first round (a feature drafter takes in the whole prompt there)
-        rnd[d] = max(1000 * (rest(b) - rest(a)) / max(b.target_forwards - a.target_forwards, 1), 0.0)
+        # the difference of two runs leaves out the first round (a feature drafter takes in the
+        # whole prompt there)
+        rnd[d] = max(
+            1000 * (rest(b) - rest(a)) / max(b.target_forwards - a.target_forwards, 1), 0.0
+        )
         bar.update()
     bar.close()
     busy = max(x or 0.0 for x in busy + [check()])
     if max_other_load is not None and busy > max_other_load:
         # another job shared the cores: cached, these timings would mislead every later run
-        warnings.warn(f"Other processes kept {busy:.1f} cores busy while flashspec measured the tree's costs: "
-                      f"they are used for this run but not cached in {path}. Measure with the machine idle.")
+        warnings.warn(
+            f"Other processes kept {busy:.1f} cores busy while flashspec measured the tree's costs:"
+            f" they are used for this run but not cached in {path}. Measure with the machine idle."
+        )
         return dict(verify=verify, round=rnd)
     book[key] = dict(verify=verify, round=rnd)
     atomic_write(path, lambda t: Path(t).write_text(json.dumps(book, indent=1)))
     return book[key]
 
 def draft_acceptance(draft, calibrated:bool=True) -> list|None:
-    "The table `P[s][r]` stored with `draft`'s weights (None if none), calibrated to real decoding if measured."
+    """The table `P[s][r]` stored with `draft`'s weights (None if none), calibrated to real decoding
+    if measured."""
     meta = getattr(draft, "meta", None) or {}
     p, c = meta.get("rank_acceptance"), meta.get("chain_acceptance")
     if not p: return None
-    return calibrated_acceptance(json.loads(p), json.loads(c)["rates"]) if c and calibrated else json.loads(p)
+    return (
+        calibrated_acceptance(json.loads(p), json.loads(c)["rates"])
+        if c and calibrated
+        else json.loads(p)
+    )
 
 def auto_tree(target, draft, P=None, # acceptance table (default: `draft_acceptance(draft)`)
               costs:dict|None=None, # measured costs (default: `tree_costs(target, draft, ...)`)
               max_nodes:int=32, **kw) -> tuple[TreeConfig, list[dict]]:
-    "The cost model's tree for `draft` on this machine: `(TreeConfig, every budget's figures)` (see `best_tree`)."
+    """The cost model's tree for `draft` on this machine: `(TreeConfig, every budget's figures)`
+    (see `best_tree`)."""
     P = P if P is not None else draft_acceptance(draft)
-    if P is None: raise ValueError("auto_tree needs the drafter's acceptance table P: none is stored with this draft.")
+    if P is None:
+        raise ValueError(
+            "auto_tree needs the drafter's acceptance table P: none is stored with this draft."
+        )
     costs = costs or tree_costs(target, draft, **kw)
     verify, rnd = _interp(costs["verify"]), _interp(costs["round"])
     over = rnd(0)
@@ -448,22 +580,28 @@ def auto_tree(target, draft, P=None, # acceptance table (default: `draft_accepta
 def chain_acceptance(target, draft, # the target, and the draft `generate` takes
                      prompts:list, # prompt token-id lists: prompts the draft did not train on
                      depth:int=5, max_new_tokens:int=32) -> dict:
-    "`{'rates', 'tried'}`: per depth d, P(the top-1 chain's depth-d token accepted | depth d - 1 was), greedy."
+    """`{'rates', 'tried'}`: per depth d, P(the top-1 chain's depth-d token accepted | depth d - 1
+    was), greedy."""
     from flashspec.decode import generate, _as_drafter
     chain = TreeConfig(depth, 1)
-    drafter = _as_drafter(draft, chain, target)  # one for all prompts: `generate` starts it afresh on each
+    # one for all prompts: `generate` starts it afresh on each
+    drafter = _as_drafter(draft, chain, target)
     tried, hit = [0] * depth, [0] * depth
     for ids in prompts:
         _, st = generate(target, drafter, ids, max_new_tokens)
-        for a, d in zip(st.accepted, st.drafted_depth):  # a round: drafted tokens accepted, chain length
-            for k in range(min(a + 1, d)):                # depth k + 1 tried: every shallower one accepted
+        # a round: drafted tokens accepted, chain length
+        for a, d in zip(st.accepted, st.drafted_depth):
+            for k in range(min(a + 1, d)):  # depth k + 1 tried: every shallower one accepted
                 tried[k] += 1; hit[k] += k < a
     return dict(rates=[round(h / max(t, 1), 5) for h, t in zip(hit, tried)], tried=tried)
 
 def calibrated_acceptance(P, # P[s][r] as stored (`rank_acceptance`, teacher-forced)
-                          rates, # measured r_1, r_2, ... (`chain_acceptance`); steps past them take the last
+                          # measured r_1, r_2, ... (`chain_acceptance`); steps past them take the
+                          # last
+                          rates,
                          ) -> list[list[float]]:
-    "`P` with each step's row scaled so that its rank-0 entry is the measured rate, its other ranks alike."
+    """`P` with each step's row scaled so that its rank-0 entry is the measured rate, its other
+    ranks alike."""
     out = []
     for s, row in enumerate(P):
         r = float(rates[min(s, len(rates) - 1)])
@@ -474,15 +612,18 @@ def calibrated_acceptance(P, # P[s][r] as stored (`rank_acceptance`, teacher-for
     return out
 
 # %% ../nbs/05a_engine.ipynb #47b14f31
-def node_padding(verify:dict, # measured `{N: ms}` of one target forward (`tree_costs(...)["verify"]`)
-                ) -> dict[int, int]:
-    "`{N: M}`: pad a tree of `N` nodes to `M` where a measured forward of `M > N` nodes costs less than `N`'s."
+def node_padding(
+    verify:dict, # measured `{N: ms}` of one target forward (`tree_costs(...)["verify"]`)
+) -> dict[int, int]:
+    """`{N: M}`: pad a tree of `N` nodes to `M` where a measured forward of `M > N` nodes costs less
+    than `N`'s."""
     ms = {int(k): float(v) for k, v in verify.items()}
     if not ms: return {}
     est = _interp(ms)  # N's own cost: measured, or interpolated between its measured neighbours
     pad = {}
     for n in range(1, max(ms) + 1):
-        m = min((k for k in ms if k > n), key=lambda k: (ms[k], k), default=None)  # cheapest larger size
+        # cheapest larger size
+        m = min((k for k in ms if k > n), key=lambda k: (ms[k], k), default=None)
         if m is not None and ms[m] < est(n): pad[n] = m
     return pad
 

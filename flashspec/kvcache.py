@@ -26,10 +26,15 @@ class StaticKVCache(Cache):
         w = model.get_output_embeddings().weight
         dtype = w.dtype if w.dtype.is_floating_point else torch.float32
         shape = (batch_size, n_kv, max_len, hd)
-        self.keys = [torch.zeros(shape, dtype=dtype, device=w.device) for _ in range(cfg.num_hidden_layers)]
-        self.values = [torch.zeros(shape, dtype=dtype, device=w.device) for _ in range(cfg.num_hidden_layers)]
+        self.keys = [
+            torch.zeros(shape, dtype=dtype, device=w.device) for _ in range(cfg.num_hidden_layers)
+        ]
+        self.values = [
+            torch.zeros(shape, dtype=dtype, device=w.device) for _ in range(cfg.num_hidden_layers)
+        ]
         self.max_len = max_len
-        self.lengths = torch.zeros(batch_size, dtype=torch.long)  # committed tokens per row (CPU ints)
+        # committed tokens per row (CPU ints)
+        self.lengths = torch.zeros(batch_size, dtype=torch.long)
         self._slots = None
 
     # -- the Hugging Face Cache interface: called by every attention layer during `forward`
@@ -41,10 +46,13 @@ class StaticKVCache(Cache):
     def get_seq_length(self, layer_idx:int=0): return int(self.lengths.max())
     def get_max_length(self, layer_idx=None): return self.max_len
     @property
-    def batch_size(self): return len(self.lengths)
+    def batch_size(self):
+        return len(self.lengths)
+
     def get_mask_sizes(self, *args, **kwargs): return self.max_len, 0
     @property
-    def is_compileable(self): return False
+    def is_compileable(self):
+        return False
 
     def nbytes(self) -> int:
         "Memory held by the buffers."
@@ -58,9 +66,12 @@ def forward(model, cache:StaticKVCache,
             slots:torch.Tensor, # (T,) KV slots written, same for every row
             bias:torch.Tensor, # (B, 1, T, max_len) additive attention bias
             hidden:bool=False, # also return the last layer's hidden states (B, T, d)
-            head=None, # callable on the final-norm hidden states (B, T, d), used instead of the model's LM head
+            # callable on the final-norm hidden states (B, T, d), used instead of the model's LM
+            # head
+            head=None,
            ):
-    "Run `model` over `tokens` writing KV at `slots`; returns logits `(B, T, V)` (and hidden states)."
+    """Run `model` over `tokens` writing KV at `slots`; returns logits `(B, T, V)` (and hidden
+    states)."""
     dev = cache.keys[0].device
     if int(slots.max()) >= cache.max_len:
         raise ValueError(f"KV slot {int(slots.max())} is past the cache ({cache.max_len}).")
@@ -68,7 +79,8 @@ def forward(model, cache:StaticKVCache,
     kw = dict(input_ids=tokens.to(dev), position_ids=positions.to(dev), attention_mask=bias.to(dev),
               cache=cache, use_cache=True)
     try:
-        # with a head: the decoder alone, then the caller's head (e.g. the last position only, or a vocabulary subset)
+        # with a head: the decoder alone, then the caller's head (e.g. the last position only, or a
+        # vocabulary subset)
         if head is not None:
             h = model.get_decoder()(**kw).last_hidden_state  # (B, T, d), after the final norm
             return (head(h), h) if hidden else head(h)
@@ -76,23 +88,30 @@ def forward(model, cache:StaticKVCache,
     finally: cache._slots = None
     return (out.logits, out.hidden_states[-1]) if hidden else out.logits
 
-def causal_bias(cache:StaticKVCache, start:torch.Tensor, # (B,) first slot per row (= its committed length)
-                n:int, dtype) -> torch.Tensor:
-    "Bias `(B, 1, n, max_len)` for appending a chain of n tokens at slots `start .. start+n-1` of each row."
+def causal_bias(
+    cache:StaticKVCache, start:torch.Tensor, # (B,) first slot per row (= its committed length)
+    n:int, dtype) -> torch.Tensor:
+    """Bias `(B, 1, n, max_len)` for appending a chain of n tokens at slots `start .. start+n-1` of
+    each row."""
     s = torch.arange(cache.max_len)
-    q = start.view(-1, 1, 1) + torch.arange(n).view(1, -1, 1)  # (B, n, 1) absolute slot of each query
+    # (B, n, 1) absolute slot of each query
+    q = start.view(-1, 1, 1) + torch.arange(n).view(1, -1, 1)
     bias = torch.zeros(len(start), 1, n, cache.max_len, dtype=dtype)
     return bias.masked_fill_(~(s.view(1, 1, -1) <= q)[:, None], torch.finfo(dtype).min)
 
 # %% ../nbs/05_kvcache.ipynb #068982da
 def append(model, cache:StaticKVCache, tokens:torch.Tensor, # (B, T), rows at equal length
            hidden:bool=False, head=None):
-    "Append a chain of tokens to every row (rows must have equal length); returns logits `(B, T, V)`."
+    """Append a chain of tokens to every row (rows must have equal length); returns logits `(B, T,
+    V)`."""
     B, T = tokens.shape
     n0 = int(cache.lengths[0])
-    if (cache.lengths != n0).any(): raise ValueError("append needs rows of equal length; use tree steps otherwise.")
+    if (cache.lengths != n0).any():
+        raise ValueError("append needs rows of equal length; use tree steps otherwise.")
     if n0 + T > cache.max_len:
-        raise ValueError(f"{n0 + T} tokens do not fit in the static cache of {cache.max_len} slots.")
+        raise ValueError(
+            f"{n0 + T} tokens do not fit in the static cache of {cache.max_len} slots."
+        )
     pos = (n0 + torch.arange(T)).repeat(B, 1)
     w = model.get_output_embeddings().weight
     bias = causal_bias(cache, cache.lengths, T, w.dtype)
@@ -102,26 +121,33 @@ def append(model, cache:StaticKVCache, tokens:torch.Tensor, # (B, T), rows at eq
 
 # %% ../nbs/05_kvcache.ipynb #21585fc3
 def tree_step(model, cache:StaticKVCache, tb:TreeBatch, hidden:bool=False):
-    "One forward over a batch of trees placed after each row's prefix. Returns `(logits (B, N, V), slot0)`."
+    """One forward over a batch of trees placed after each row's prefix. Returns `(logits (B, N, V),
+    slot0)`."""
     slot0 = int(cache.lengths.max())
     n = tb.tokens.shape[1]
     if slot0 + n > cache.max_len:
-        raise ValueError(f"A tree of {n} nodes after {slot0} tokens does not fit in the cache ({cache.max_len} slots).")
+        raise ValueError(
+            f"A tree of {n} nodes after {slot0} tokens does not fit in the cache ({cache.max_len}"
+            " slots)."
+        )
     w = model.get_output_embeddings().weight
     bias, pos = tree_bias(cache.lengths, tb, slot0, cache.max_len, w.dtype)
     out = forward(model, cache, tb.tokens, pos, torch.arange(slot0, slot0 + n), bias, hidden)
     return out, slot0
 
 def commit(cache:StaticKVCache, slot0:int, paths:list[list[int]]) -> None:
-    "Move each row's accepted nodes (`paths[b]`, node indices) from the tree slots to the row's end."
+    """Move each row's accepted nodes (`paths[b]`, node indices) from the tree slots to the row's
+    end."""
     rows = torch.cat([torch.full((len(p),), b, dtype=torch.long) for b, p in enumerate(paths)])
     src = torch.cat([slot0 + torch.as_tensor(p, dtype=torch.long) for p in paths])
     dst = torch.cat([int(cache.lengths[b]) + torch.arange(len(p)) for b, p in enumerate(paths)])
-    if int(dst.max()) >= cache.max_len: raise ValueError("Committing past the end of the static cache.")
+    if int(dst.max()) >= cache.max_len:
+        raise ValueError("Committing past the end of the static cache.")
     dev = cache.keys[0].device
     rows, src, dst = rows.to(dev), src.to(dev), dst.to(dev)
     for buf in cache.keys + cache.values:
-        buf[rows, :, dst] = buf[rows, :, src]  # (M, H, D) gathered, then scattered: one copy per buffer
+        # (M, H, D) gathered, then scattered: one copy per buffer
+        buf[rows, :, dst] = buf[rows, :, src]
     cache.lengths += torch.tensor([len(p) for p in paths])
 
 # %% ../nbs/05_kvcache.ipynb #25e75b85
@@ -129,11 +155,14 @@ def prefill(model, cache:StaticKVCache, prompts:list) -> None:
     "Write each row's prompt (token lists, any lengths) into an empty cache, in one forward."
     from flashspec.tree import compile_tree
     if int(cache.lengths.max()) != 0: raise ValueError("prefill expects an empty cache.")
-    if len(prompts) != cache.batch_size: raise ValueError(f"{len(prompts)} prompts for a cache of {cache.batch_size} rows.")
+    if len(prompts) != cache.batch_size:
+        raise ValueError(f"{len(prompts)} prompts for a cache of {cache.batch_size} rows.")
     if any(len(p) == 0 for p in prompts): raise ValueError("Empty prompt.")
     if max(len(p) for p in prompts) > cache.max_len:
-        raise ValueError(f"A prompt of {max(len(p) for p in prompts)} tokens does not fit in the cache "
-                         f"({cache.max_len} slots).")
+        raise ValueError(
+            f"A prompt of {max(len(p) for p in prompts)} tokens does not fit in the cache "
+            f"({cache.max_len} slots)."
+        )
     chains = [compile_tree(tuple((0,) * d for d in range(1, len(p)))) for p in prompts]
     _, s0 = tree_step(model, cache, batch_trees(chains, [torch.as_tensor(p) for p in prompts]))
     commit(cache, s0, [list(range(len(p))) for p in prompts])
@@ -144,5 +173,6 @@ SLOT_STEP = 256  # compiled forwards: cache sizes in steps of this many slots
 def bucket_slots(n:int, # slots needed
                  step:int=SLOT_STEP) -> int:
     "`n` rounded up to a multiple of `step`: the cache size a compiled forward is specialised to."
-    if n < 1 or step < 1: raise ValueError(f"bucket_slots needs n >= 1 and step >= 1, got {n} and {step}.")
+    if n < 1 or step < 1:
+        raise ValueError(f"bucket_slots needs n >= 1 and step >= 1, got {n} and {step}.")
     return -(-n // step) * step

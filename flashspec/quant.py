@@ -22,103 +22,145 @@ __all__ = ['INT4_GROUP', 'QUANT_METHODS', 'ACTIVATION_QUANT', 'int8_product_satu
 # %% ../nbs/06_quant.ipynb #062b9154
 @lru_cache(maxsize=None)
 def int8_product_saturates() -> bool:
-    ("Whether `torch._int_mm` on this CPU loses exactness at full int8 range (oneDNN without VNNI sums"
-     " u8 x s8 pairs in int16).")
+    (
+        "Whether `torch._int_mm` on this CPU loses exactness at full int8 range (oneDNN without"
+        " VNNI sums u8 x s8 pairs in int16)."
+    )
     # the worst case: every pair is 127 * 127 (255 * 127 after oneDNN's u8 shift)
     a = torch.full((8, 64), 127, dtype=torch.int8)
     return int(torch._int_mm(a, a.t())[0, 0]) != 127 * 127 * 64
 
 class Int8Linear(nn.Module):
-    "`y = x Wᵀ + b` with `W` stored in int8 per output channel and `x` quantized to int8 per token on the fly."
+    """`y = x Wᵀ + b` with `W` stored in int8 per output channel and `x` quantized to int8 per token
+    on the fly."""
     def __init__(self, linear:nn.Linear):
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
-        # 7-bit weights where the int8 product would saturate: |x_q * w_q| pairs then stay within int16 (255 * 63 * 2)
+        # 7-bit weights where the int8 product would saturate: |x_q * w_q| pairs then stay within
+        # int16 (255 * 63 * 2)
         self.qmax = 63 if int8_product_saturates() else 127
         w = linear.weight.detach().float()                       # (N, K)
         s = w.abs().amax(1).clamp_min(1e-12) / self.qmax         # (N,) one scale per output channel
-        self.register_buffer("qweight", torch.round(w / s[:, None]).to(torch.int8))  # (N, K) in [-qmax, qmax]
+        # (N, K) in [-qmax, qmax]
+        self.register_buffer("qweight", torch.round(w / s[:, None]).to(torch.int8))
         self.register_buffer("wscale", s)                        # (N,) float32
-        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+        self.bias = (
+            None
+            if linear.bias is None
+            else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+        )
 
     def forward(self, x):                                        # x (..., K)
-        x2 = x.reshape(-1, self.in_features)                     # (M, K), M = tokens in this forward
-        sx = x2.abs().amax(-1, keepdim=True).float().clamp_(min=1e-12).div_(127)  # (M, 1) one scale per token
+        x2 = x.reshape(-1, self.in_features)  # (M, K), M = tokens in this forward
+        # (M, 1) one scale per token
+        sx = x2.abs().amax(-1, keepdim=True).float().clamp_(min=1e-12).div_(127)
         q = torch.round(x2.float() / sx).to(torch.int8)          # (M, K)
-        y = torch._int_mm(q, self.qweight.t())                   # (M, N) int32: exact sums, row m reads only q[m]
-        y = y.float().mul_(sx).mul_(self.wscale)                 # y_mn ~= sx_m * sw_n * sum_k q_mk qw_nk
+        y = torch._int_mm(q, self.qweight.t())  # (M, N) int32: exact sums, row m reads only q[m]
+        y = y.float().mul_(sx).mul_(self.wscale)  # y_mn ~= sx_m * sw_n * sum_k q_mk qw_nk
         if self.bias is not None: y = y + self.bias
         return y.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self):
-        return f"in_features={self.in_features}, out_features={self.out_features}, int8 (weights ±{self.qmax})"
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, int8 (weights"
+            f" ±{self.qmax})"
+        )
 
 # %% ../nbs/06_quant.ipynb #a7d4e0c2
-INT4_GROUP = 32  # inputs per scale and zero point (groups of 64 move the target far more: *Which group size*)
+# inputs per scale and zero point (groups of 64 move the target far more: *Which group size*)
+INT4_GROUP = 32
 
 def int4_groups(w:torch.Tensor, # (N, K) float weights
                 group:int=INT4_GROUP): # inputs per scale and zero point
-    "`(codes, scales, zeros)`: `w ~= (codes - 8) * scales + zeros` per group, codes 0..15, scales and zeros bf16."
+    """`(codes, scales, zeros)`: `w ~= (codes - 8) * scales + zeros` per group, codes 0..15, scales
+    and zeros bf16."""
     N, K = w.shape
     wg = w.detach().float().reshape(N, K // group, group)                  # (N, G, g)
-    lo, hi = wg.amin(-1, keepdim=True), wg.amax(-1, keepdim=True)           # (N, G, 1) each group's range
-    s = ((hi - lo) / 15).clamp_min(1e-8).bfloat16().float()                # 16 levels over the range
-    z = (lo + 8 * s).bfloat16().float()                                     # the kernel reads (q - 8) s + z
-    q = ((wg - z) / s + 8).round().clamp(0, 15)                             # codes for the rounded s and z
-    return q.reshape(N, K).to(torch.int32), s[..., 0].bfloat16(), z[..., 0].bfloat16()  # (N, K), (N, G), (N, G)
+    lo, hi = wg.amin(-1, keepdim=True), wg.amax(-1, keepdim=True)  # (N, G, 1) each group's range
+    s = ((hi - lo) / 15).clamp_min(1e-8).bfloat16().float()  # 16 levels over the range
+    z = (lo + 8 * s).bfloat16().float()  # the kernel reads (q - 8) s + z
+    q = ((wg - z) / s + 8).round().clamp(0, 15)  # codes for the rounded s and z
+    # (N, K), (N, G), (N, G)
+    return q.reshape(N, K).to(torch.int32), s[..., 0].bfloat16(), z[..., 0].bfloat16()
 
 class Int4Linear(nn.Module):
-    "`y = x Wᵀ + b` with `W` in 4 bits (a bf16 scale and zero per group of inputs), `x` multiplied in bf16 (CPU)."
+    """`y = x Wᵀ + b` with `W` in 4 bits (a bf16 scale and zero per group of inputs), `x` multiplied
+    in bf16 (CPU)."""
     @staticmethod
     def fits(in_features:int, out_features:int, group:int=INT4_GROUP) -> bool:
-        "Whether the CPU kernel takes a layer of these sizes: whole groups of inputs, outputs in tiles of 16."
+        """Whether the CPU kernel takes a layer of these sizes: whole groups of inputs, outputs in
+        tiles of 16."""
         return in_features % group == 0 and out_features % 16 == 0
 
     def __init__(self, linear:nn.Linear, group:int=INT4_GROUP):
         super().__init__()
         N, K = linear.out_features, linear.in_features
         if not self.fits(K, N, group):
-            raise ValueError(f"Int4Linear needs in_features divisible by {group} and out_features by 16; "
-                             f"this layer maps {K} -> {N}.")
+            raise ValueError(
+                f"Int4Linear needs in_features divisible by {group} and out_features by 16; "
+                f"this layer maps {K} -> {N}."
+            )
         self.in_features, self.out_features, self.group = K, N, group
         q, s, z = int4_groups(linear.weight, group)
-        self.register_buffer("qweight", torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1))  # packed codes
-        self.register_buffer("scales_zeros", torch.stack([s.t(), z.t()], -1).contiguous())  # (G, N, 2) bf16
-        self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+        # packed codes
+        self.register_buffer("qweight", torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1))
+        # (G, N, 2) bf16
+        self.register_buffer("scales_zeros", torch.stack([s.t(), z.t()], -1).contiguous())
+        self.bias = (
+            None
+            if linear.bias is None
+            else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+        )
 
     def forward(self, x):                                                   # x (..., K)
         x2 = x.reshape(-1, self.in_features).bfloat16()                    # (M, K)
-        y = torch.ops.aten._weight_int4pack_mm_for_cpu(x2, self.qweight, self.group, self.scales_zeros)  # (M, N)
+        # (M, N)
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(
+            x2, self.qweight, self.group, self.scales_zeros
+        )
         y = y.to(x.dtype)
         if self.bias is not None: y = y + self.bias.to(x.dtype)
         return y.reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self):
-        return f"in_features={self.in_features}, out_features={self.out_features}, int4 (groups of {self.group})"
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, int4 (groups of"
+            f" {self.group})"
+        )
 
 
 # %% ../nbs/06_quant.ipynb #3799a12b
 QUANT_METHODS = {  # method -> device types it runs on
-    "int8-rowwise": ("cpu",),  # torch._int_mm on CUDA needs more than 16 rows: one-token steps could not use it
+    # torch._int_mm on CUDA needs more than 16 rows: one-token steps could not use it
+    "int8-rowwise": ("cpu",),
     "fbgemm-int8-dynamic": ("cpu",),
     "torchao-int8-dynamic": ("cpu", "cuda"),
     "torchao-int8-weight": ("cpu", "cuda"),
     "bnb-int8": ("cpu", "cuda"),
     "int4-weight": ("cpu",),  # Int4Linear: the CPU kernel of `_weight_int4pack_mm_for_cpu`
 }
-# methods that round activations (per token, or to bf16): float noise between a one-token and a many-token
-# forward becomes whole rounding steps there, so their target runs the batch-invariant attention below
-ACTIVATION_QUANT = ("int8-rowwise", "torchao-int8-dynamic", "bnb-int8", "int4-weight")  # int4: bf16 inputs
+# methods that round activations (per token, or to bf16): float noise between a one-token and a
+# many-token forward becomes whole rounding steps there, so their target runs the batch-invariant
+# attention below
+# int4: bf16 inputs
+ACTIVATION_QUANT = ("int8-rowwise", "torchao-int8-dynamic", "bnb-int8", "int4-weight")
 
 def _check_int4(layers:nn.Module) -> None:
-    "Refuse, before any layer changes, what `Int4Linear` cannot take: a torch without its kernel, a layer's shape."
+    """Refuse, before any layer changes, what `Int4Linear` cannot take: a torch without its kernel,
+    a layer's shape."""
     if not hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu"):
-        raise RuntimeError("int4-weight needs torch's CPU int4 kernel (torch.ops.aten._weight_int4pack_mm_for_cpu), "
-                           f"which torch {torch.__version__} lacks; upgrade torch.")
+        raise RuntimeError(
+            "int4-weight needs torch's CPU int4 kernel"
+            f" (torch.ops.aten._weight_int4pack_mm_for_cpu), which torch {torch.__version__} lacks;"
+            " upgrade torch."
+        )
     bad = sorted({(m.in_features, m.out_features) for m in layers.modules()
                   if type(m) is nn.Linear and not Int4Linear.fits(m.in_features, m.out_features)})
-    if bad: raise ValueError(f"int4-weight needs in_features divisible by {INT4_GROUP} and out_features by 16; "
-                             f"this model's layers map {', '.join(f'{k} -> {n}' for k, n in bad)}.")
+    if bad:
+        raise ValueError(
+            f"int4-weight needs in_features divisible by {INT4_GROUP} and out_features by 16; "
+            f"this model's layers map {', '.join(f'{k} -> {n}' for k, n in bad)}."
+        )
 
 def _swap_linears(layers:nn.Module, make) -> None:
     "Replace every `nn.Linear` below `layers` by `make(linear)`."
@@ -130,48 +172,63 @@ def _bnb_linear(linear:nn.Linear, threshold:float=6.0):
     import bitsandbytes as bnb
     q = bnb.nn.Linear8bitLt(linear.in_features, linear.out_features, linear.bias is not None,
                             has_fp16_weights=False, threshold=threshold, device="meta")
-    q.weight = bnb.nn.Int8Params(linear.weight.detach().clone(), requires_grad=False, has_fp16_weights=False)
-    if linear.bias is not None: q.bias = nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
-    return q.to(linear.weight.device)  # Int8Params quantizes (LLM.int8 row-wise absmax) when moved to a device
+    q.weight = bnb.nn.Int8Params(
+        linear.weight.detach().clone(), requires_grad=False, has_fp16_weights=False
+    )
+    if linear.bias is not None:
+        q.bias = nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+    # Int8Params quantizes (LLM.int8 row-wise absmax) when moved to a device
+    return q.to(linear.weight.device)
 
 # %% ../nbs/06_quant.ipynb #cb266f1d
-_GQA = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)  # sdpa's `enable_gqa`
-_last_mask = {}  # the last mask (held weakly), its version, slots used, its cut in float64: one mask, every layer
+# sdpa's `enable_gqa`
+_GQA = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
+# the last mask (held weakly), its version, slots used, its cut in float64: one mask, every layer
+_last_mask = {}
 
 def _cut_mask(mask:torch.Tensor, # (B, 1, T, S) additive
              ) -> tuple[int, torch.Tensor]:
-    "`(S', mask (B, 1, T, S') float64)`: the slots up to the last any query sees, found once per mask."
+    """`(S', mask (B, 1, T, S') float64)`: the slots up to the last any query sees, found once per
+    mask."""
     try: version = mask._version
-    except RuntimeError: version = None                   # inference-mode tensors keep none: not remembered
+    except RuntimeError: version = None  # inference-mode tensors keep none: not remembered
     m = _last_mask
-    if version is not None and m and m["ref"]() is mask and m["version"] == version: return m["used"], m["cut"]
-    seen = (mask[:, 0] > torch.finfo(mask.dtype).min / 2).flatten(0, 1).any(0)   # (S,) a query sees the slot
+    if version is not None and m and m["ref"]() is mask and m["version"] == version:
+        return m["used"], m["cut"]
+    # (S,) a query sees the slot
+    seen = (mask[:, 0] > torch.finfo(mask.dtype).min / 2).flatten(0, 1).any(0)
     used = int(seen.nonzero().max()) + 1 if seen.any() else mask.shape[-1]
     cut = mask[..., :used].double()
     _last_mask.clear()
-    if version is not None:  # forgotten with its mask: a long prefill's float64 cut is not kept after the forward
+    # forgotten with its mask: a long prefill's float64 cut is not kept after the forward
+    if version is not None:
         forget = lambda ref: _last_mask.clear() if _last_mask.get("ref") is ref else None
         _last_mask.update(ref=weakref.ref(mask, forget), version=version, used=used, cut=cut)
     return used, cut
 
-def batch_invariant_attention(module, # the attention layer (Hugging Face's attention-function interface)
-                              query:torch.Tensor, # (B, H, T, D)
-                              key:torch.Tensor, value:torch.Tensor, # (B, H_kv, S, D): e.g. the whole static cache
-                              attention_mask:torch.Tensor|None, # (B, 1, T, S) additive
-                              scaling:float, dropout:float=0.0, **kwargs):
-    "Attention summed in float64 and rounded once: a token's output does not depend on the forward's shape or layout."
+def batch_invariant_attention(
+    module, # the attention layer (Hugging Face's attention-function interface)
+    query:torch.Tensor, # (B, H, T, D)
+    key:torch.Tensor, value:torch.Tensor, # (B, H_kv, S, D): e.g. the whole static cache
+    attention_mask:torch.Tensor|None, # (B, 1, T, S) additive
+    scaling:float, dropout:float=0.0, **kwargs):
+    """Attention summed in float64 and rounded once: a token's output does not depend on the
+    forward's shape or layout."""
     mask = None
-    if attention_mask is not None:  # only the slots some query may see: (B, H_kv, S, D) -> (B, H_kv, S', D)
+    # only the slots some query may see: (B, H_kv, S, D) -> (B, H_kv, S', D)
+    if attention_mask is not None:
         used, mask = _cut_mask(attention_mask)
         key, value = key[:, :, :used], value[:, :, :used]
     k, v = key.double(), value.double()
-    g = query.shape[1] // key.shape[1]                                        # query heads per KV head
+    g = query.shape[1] // key.shape[1]  # query heads per KV head
     if not _GQA: k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)  # (B, H, S', D)
-    gqa = dict(enable_gqa=True) if _GQA else {}                               # masked slots: exp(-3e38) = 0
-    out = F.scaled_dot_product_attention(query.double(), k, v, attn_mask=mask, scale=scaling, **gqa)  # (B, H, T, D)
-    return out.to(query.dtype).transpose(1, 2).contiguous(), None            # (B, T, H, D), no weights
+    gqa = dict(enable_gqa=True) if _GQA else {}  # masked slots: exp(-3e38) = 0
+    # (B, H, T, D)
+    out = F.scaled_dot_product_attention(query.double(), k, v, attn_mask=mask, scale=scaling, **gqa)
+    return out.to(query.dtype).transpose(1, 2).contiguous(), None  # (B, T, H, D), no weights
 
-# a registered name is all a model needs: `model.set_attn_implementation("batch_invariant")` (masks as for eager)
+# a registered name is all a model needs: `model.set_attn_implementation("batch_invariant")` (masks
+# as for eager)
 AttentionInterface.register("batch_invariant", batch_invariant_attention)
 AttentionMaskInterface.register("batch_invariant", eager_mask)
 
@@ -179,13 +236,16 @@ AttentionMaskInterface.register("batch_invariant", eager_mask)
 @torch.no_grad()
 def batch_gap(model, # a causal LM flashspec supports
               n_prompt:int=12, n:int=8, seed:int=0) -> float:
-    "max |logits(n tokens in one forward) - logits(the same tokens one at a time)| after a random prompt."
+    """max |logits(n tokens in one forward) - logits(the same tokens one at a time)| after a random
+    prompt."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, model.config.vocab_size, (n_prompt + n,), generator=g)
     c1 = StaticKVCache(model, n_prompt + n); prefill(model, c1, [ids[:n_prompt].tolist()])
-    a = append(model, c1, ids[None, n_prompt:]).float()                                           # (1, n, V)
+    a = append(model, c1, ids[None, n_prompt:]).float()  # (1, n, V)
     c2 = StaticKVCache(model, n_prompt + n); prefill(model, c2, [ids[:n_prompt].tolist()])
-    b = torch.cat([append(model, c2, ids[None, i:i + 1]) for i in range(n_prompt, n_prompt + n)], 1).float()
+    b = torch.cat(
+        [append(model, c2, ids[None, i : i + 1]) for i in range(n_prompt, n_prompt + n)], 1
+    ).float()
     return (a - b).abs().max().item()
 
 # %% ../nbs/06_quant.ipynb #c97858df
@@ -195,51 +255,77 @@ def quant_method(model) -> str|None:
 
 def quantize_target(model, # a causal LM flashspec supports; modified in place
                     method:str="int8-rowwise", # one of `QUANT_METHODS`
-                    check:bool=True, # measure batch invariance (`batch_gap`) before and after, warn if lost
+                    # measure batch invariance (`batch_gap`) before and after, warn if lost
+                    check:bool=True,
                    ):
-    ("Quantize the decoder layers' linear weights of `model` to INT8 or INT4 **in place** and return it;"
-     " embeddings, norms, head keep their dtype.")
+    (
+        "Quantize the decoder layers' linear weights of `model` to INT8 or INT4 **in place** and"
+        " return it; embeddings, norms, head keep their dtype."
+    )
     check_supported(model)
     if method not in QUANT_METHODS:
-        raise ValueError(f"Unknown quantization method {method!r}; choose from {', '.join(QUANT_METHODS)}.")
-    if quant_method(model): raise ValueError(f"The model is already quantized ({quant_method(model)}).")
+        raise ValueError(
+            f"Unknown quantization method {method!r}; choose from {', '.join(QUANT_METHODS)}."
+        )
+    if quant_method(model):
+        raise ValueError(f"The model is already quantized ({quant_method(model)}).")
     w = model.get_output_embeddings().weight
     dev = w.device.type
     if dev not in QUANT_METHODS[method]:
         ok = [m for m, d in QUANT_METHODS.items() if dev in d]
-        raise RuntimeError(f"{method} does not run on {dev}; methods for {dev}: {', '.join(ok) or 'none'}.")
+        raise RuntimeError(
+            f"{method} does not run on {dev}; methods for {dev}: {', '.join(ok) or 'none'}."
+        )
     if method == "fbgemm-int8-dynamic" and w.dtype != torch.float32:
         raise ValueError(f"fbgemm-int8-dynamic needs a float32 model, this one is {w.dtype}; "
                          "use int8-rowwise or a torchao method.")
     layers = _decoder(model).layers
-    if method == "int4-weight": _check_int4(layers)  # all layers checked first: none is left half done
+    # all layers checked first: none is left half done
+    if method == "int4-weight": _check_int4(layers)
     floor = batch_gap(model) if check else None  # the float model's own noise
     with quiet_imports():
         if method == "int8-rowwise": _swap_linears(layers, Int8Linear)
         elif method == "bnb-int8": _swap_linears(layers, _bnb_linear)
         elif method == "int4-weight": _swap_linears(layers, Int4Linear)
         elif method == "fbgemm-int8-dynamic":
-            torch.ao.quantization.quantize_dynamic(layers, {nn.Linear}, dtype=torch.qint8, inplace=True)
+            torch.ao.quantization.quantize_dynamic(
+                layers, {nn.Linear}, dtype=torch.qint8, inplace=True
+            )
         else:
-            from torchao.quantization import quantize_, Int8DynamicActivationInt8WeightConfig, Int8WeightOnlyConfig
-            cfg = Int8DynamicActivationInt8WeightConfig() if method == "torchao-int8-dynamic" else Int8WeightOnlyConfig()
+            from torchao.quantization import (
+                quantize_,
+                Int8DynamicActivationInt8WeightConfig,
+                Int8WeightOnlyConfig,
+            )
+            cfg = (
+                Int8DynamicActivationInt8WeightConfig()
+                if method == "torchao-int8-dynamic"
+                else Int8WeightOnlyConfig()
+            )
             quantize_(layers, cfg)
     if method in ACTIVATION_QUANT: model.set_attn_implementation("batch_invariant")
     model.flashspec_quant = method
-    model.flashspec_batch_gap = None if floor is None else dict(float=floor, quantized=batch_gap(model))
+    model.flashspec_batch_gap = (
+        None if floor is None else dict(float=floor, quantized=batch_gap(model))
+    )
     model.flashspec_batch_invariant = None  # not checked
     if check:  # invariant: no more than float noise (10x the float model's own gap, at least 1e-3)
         gap = model.flashspec_batch_gap["quantized"]
         model.flashspec_batch_invariant = gap <= max(1e-3, 10 * floor)
         if not model.flashspec_batch_invariant:
-            warnings.warn(f"{method} is not batch-invariant on this machine: a token's logits move by up to {gap:.3g} "
-                          f"when it is forwarded together with others (the float model: {floor:.2g}). Speculative "
-                          "decoding's greedy output may differ from this quantized target's own one-token-at-a-time "
-                          "output; the quant notebook explains why.", stacklevel=2)
+            warnings.warn(
+                f"{method} is not batch-invariant on this machine: a token's logits move by up to"
+                f" {gap:.3g} when it is forwarded together with others (the float model:"
+                f" {floor:.2g}). Speculative decoding's greedy output may differ from this"
+                " quantized target's own one-token-at-a-time output; the quant notebook explains"
+                " why.",
+                stacklevel=2,
+            )
     return model
 
 def weight_bytes(model) -> int:
-    "Size of the model's state dict as `torch.save` writes it (tied tensors once): its weight memory, any format."
+    """Size of the model's state dict as `torch.save` writes it (tied tensors once): its weight
+    memory, any format."""
     buf = io.BytesIO()
     with quiet_imports(): torch.save(model.state_dict(), buf)
     return buf.tell()

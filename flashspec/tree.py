@@ -14,18 +14,23 @@ __all__ = ['TreeConfig', 'Tree', 'compile_tree', 'TreeBatch', 'batch_trees', 'tr
 # %% ../nbs/03_tree.ipynb #5f0ade82
 @dataclass(frozen=True)
 class TreeConfig:
-    "Shape of the draft tree: a backbone of `depth` with `width` alternatives per level, or explicit `paths`."
+    """Shape of the draft tree: a backbone of `depth` with `width` alternatives per level, or
+    explicit `paths`."""
     depth:int=4 # K: backbone length (tokens drafted along the best chain)
     width:int=3 # M: candidates per level, the backbone's token included
     paths:tuple|None=None # explicit index paths, overriding depth/width
 
     def __post_init__(self):
         if self.paths is None and (self.depth < 0 or self.width < 1):
-            raise ValueError(f"TreeConfig needs depth >= 0 and width >= 1, got depth={self.depth}, width={self.width}.")
+            raise ValueError(
+                f"TreeConfig needs depth >= 0 and width >= 1, got depth={self.depth},"
+                f" width={self.width}."
+            )
 
     def index_paths(self) -> tuple[tuple[int, ...], ...]:
         "The tree's node paths (root excluded), in level order."
-        if self.paths is not None: return tuple(sorted((tuple(p) for p in self.paths), key=lambda p: (len(p), p)))
+        if self.paths is not None:
+            return tuple(sorted((tuple(p) for p in self.paths), key=lambda p: (len(p), p)))
         return tuple((0,)*(d-1) + (j,) for d in range(1, self.depth+1) for j in range(self.width))
 
 # %% ../nbs/03_tree.ipynb #f69740ce
@@ -54,7 +59,8 @@ class Tree:
 
 @lru_cache(maxsize=256)
 def compile_tree(paths:tuple) -> Tree:
-    "Validate index `paths` and compile them into a `Tree` (cached per shape: compile once, reuse every round)."
+    """Validate index `paths` and compile them into a `Tree` (cached per shape: compile once, reuse
+    every round)."""
     paths = tuple(sorted((tuple(int(x) for x in p) for p in paths), key=lambda p: (len(p), p)))
     index = {(): 0}
     for p in paths:
@@ -63,7 +69,10 @@ def compile_tree(paths:tuple) -> Tree:
         if p in index: raise ValueError(f"Duplicate path {p}.")
         if p[:-1] not in index: raise ValueError(f"Path {p} has no parent {p[:-1]} in the tree.")
         if p[-1] > 0 and p[:-1] + (p[-1]-1,) not in index:
-            raise ValueError(f"Path {p}: sibling ranks must be 0..c-1 without gaps (missing {p[:-1] + (p[-1]-1,)}).")
+            raise ValueError(
+                f"Path {p}: sibling ranks must be 0..c-1 without gaps (missing"
+                f" {p[:-1] + (p[-1]-1,)})."
+            )
         index[p] = len(index)
     n = len(index)
     parent = torch.full((n,), -1, dtype=torch.long)
@@ -78,7 +87,9 @@ def compile_tree(paths:tuple) -> Tree:
         mask[i] = mask[par]; mask[i, i] = True  # ancestors of the parent, plus itself
         children[par].append(i)
     depth = mask.sum(-1) - 1  # number of ancestors
-    levels = tuple(tuple(torch.nonzero(depth == d).flatten().tolist()) for d in range(int(depth.max()) + 1))
+    levels = tuple(
+        tuple(torch.nonzero(depth == d).flatten().tolist()) for d in range(int(depth.max()) + 1)
+    )
     leaves = [i for i in range(n) if not children[i]]
     ret = torch.full((len(leaves), int(depth.max()) + 1), -1, dtype=torch.long)
     t = Tree(paths, parent, rank, mask, depth, ret, tuple(tuple(c) for c in children), levels)
@@ -89,24 +100,29 @@ def compile_tree(paths:tuple) -> Tree:
 # %% ../nbs/03_tree.ipynb #5d3a7586
 @dataclass
 class TreeBatch:
-    "Trees of one batch padded to `n_max` nodes. `valid` marks real nodes; padding attends only to itself."
+    """Trees of one batch padded to `n_max` nodes. `valid` marks real nodes; padding attends only to
+    itself."""
     trees:list # the compiled `Tree` of each row
     tokens:torch.Tensor # (B, n_max) node tokens in level order, `pad_id` in padding
     valid:torch.Tensor # (B, n_max) bool, real node
     mask:torch.Tensor # (B, n_max, n_max) bool ancestor-or-self mask; padding rows: diagonal only
     depth:torch.Tensor # (B, n_max) = mask.sum(-1) - 1 (0 for padding)
     retrieve:torch.Tensor # (B, L_max, D_max) root->leaf node indices, -1 padded
-    parent:torch.Tensor # (B, n_max) each node's parent index; the root and padding point at themselves
+    # (B, n_max) each node's parent index; the root and padding point at themselves
+    parent:torch.Tensor
 
 def batch_trees(trees:list, # compiled `Tree`s, one per row
                 tokens:list, # (n_nodes,) token tensors, one per row, level order, root first
                 pad_id:int=0,
-                min_nodes:int=1, # pad to at least this many nodes (fixed shapes for compiled forwards)
+                # pad to at least this many nodes (fixed shapes for compiled forwards)
+                min_nodes:int=1,
                ) -> TreeBatch:
     "Pad a list of trees and their tokens into one `TreeBatch`."
-    if len(trees) != len(tokens) or not trees: raise ValueError("Need one token tensor per tree, and at least one tree.")
+    if len(trees) != len(tokens) or not trees:
+        raise ValueError("Need one token tensor per tree, and at least one tree.")
     for i, (t, x) in enumerate(zip(trees, tokens)):
-        if len(x) != t.n_nodes: raise ValueError(f"Row {i}: {len(x)} tokens for a tree of {t.n_nodes} nodes.")
+        if len(x) != t.n_nodes:
+            raise ValueError(f"Row {i}: {len(x)} tokens for a tree of {t.n_nodes} nodes.")
     B, n_max = len(trees), max([t.n_nodes for t in trees] + [min_nodes])
     L = max(len(t.retrieve) for t in trees); D = max(t.retrieve.shape[1] for t in trees)
     tok = torch.full((B, n_max), pad_id, dtype=torch.long)
@@ -127,13 +143,16 @@ def tree_bias(prefix_len:torch.Tensor, # (B,) committed tokens per row
               slot0:int, # KV slot of node 0 (root), shared by all rows
               kv_len:int, # number of KV slots the attention sees (the static cache's size)
               dtype=torch.float32):
-    "Additive attention bias `(B, 1, n_max, kv_len)` and position ids `(B, n_max)` for a tree forward."
+    """Additive attention bias `(B, 1, n_max, kv_len)` and position ids `(B, n_max)` for a tree
+    forward."""
     B, n = tb.tokens.shape
-    if slot0 + n > kv_len: raise ValueError(f"The tree ({n} nodes at slot {slot0}) does not fit in {kv_len} KV slots.")
+    if slot0 + n > kv_len:
+        raise ValueError(f"The tree ({n} nodes at slot {slot0}) does not fit in {kv_len} KV slots.")
     prefix_len = torch.as_tensor(prefix_len, device=tb.mask.device).view(B)
     if (prefix_len > slot0).any(): raise ValueError("slot0 must be at or after every row's prefix.")
     slots = torch.arange(kv_len, device=tb.mask.device)
-    allowed = (slots.view(1, 1, -1) < prefix_len.view(B, 1, 1)).expand(B, n, kv_len).clone()  # (B, n, S)
+    # (B, n, S)
+    allowed = (slots.view(1, 1, -1) < prefix_len.view(B, 1, 1)).expand(B, n, kv_len).clone()
     allowed[:, :, slot0:slot0+n] |= tb.mask
     bias = torch.zeros(B, 1, n, kv_len, dtype=dtype, device=tb.mask.device)
     bias.masked_fill_(~allowed[:, None], torch.finfo(dtype).min)
@@ -142,7 +161,8 @@ def tree_bias(prefix_len:torch.Tensor, # (B,) committed tokens per row
 # %% ../nbs/03_tree.ipynb #122760b3
 def prefix_tree_inputs(prompts:list, # token lists, one per row (the last one is the tree's root)
                        trees:list, tokens:list, pad_id:int=0, dtype=torch.float32):
-    "Inputs for a cache-free forward over prompts + trees: `(input_ids, position_ids, bias, tree_batch, slot0)`."
+    """Inputs for a cache-free forward over prompts + trees: `(input_ids, position_ids, bias,
+    tree_batch, slot0)`."""
     tb = batch_trees(trees, tokens, pad_id)
     B, n = tb.tokens.shape
     lens = torch.tensor([len(p) - 1 for p in prompts])  # the prompt's last token is the tree's root
@@ -153,8 +173,12 @@ def prefix_tree_inputs(prompts:list, # token lists, one per row (the last one is
     # prompt rows: causal over the row's own prompt; a padding slot sees only itself
     causal = torch.ones(slot0, S, dtype=torch.bool).tril()
     allowed = causal & (torch.arange(S) < lens.view(B, 1, 1))  # (B, slot0, S)
-    allowed |= torch.eye(slot0, S, dtype=torch.bool) & (torch.arange(slot0).view(1, -1, 1) >= lens.view(B, 1, 1))
-    prompt_rows = torch.zeros(B, 1, slot0, S, dtype=dtype).masked_fill_(~allowed[:, None], torch.finfo(dtype).min)
+    allowed |= torch.eye(slot0, S, dtype=torch.bool) & (
+        torch.arange(slot0).view(1, -1, 1) >= lens.view(B, 1, 1)
+    )
+    prompt_rows = torch.zeros(B, 1, slot0, S, dtype=dtype).masked_fill_(
+        ~allowed[:, None], torch.finfo(dtype).min
+    )
     bias = torch.cat([prompt_rows, tree_rows], 2)  # (B, 1, S, S)
     for b, p in enumerate(prompts): ids[b, :len(p) - 1] = torch.as_tensor(p[:-1])
     ids[:, slot0:] = tb.tokens; pos[:, slot0:] = tree_pos

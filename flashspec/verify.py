@@ -15,13 +15,15 @@ __all__ = ['PROPOSALS', 'Sampling', 'probs', 'verify_greedy', 'sibling_proposal'
 # %% ../nbs/04_verify.ipynb #8c104c00
 @dataclass(frozen=True)
 class Sampling:
-    "How tokens are chosen: greedy when `temperature == 0`, else sampled from the processed distribution."
+    """How tokens are chosen: greedy when `temperature == 0`, else sampled from the processed
+    distribution."""
     temperature:float=0.0 # 0 = greedy
     top_k:int=0 # keep the k most likely tokens (0 = all)
     top_p:float=1.0 # keep the smallest set with this much mass (1 = all)
 
     def __post_init__(self):
-        if self.temperature < 0: raise ValueError(f"temperature must be >= 0, got {self.temperature}.")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}.")
         if self.top_k < 0: raise ValueError(f"top_k must be >= 0, got {self.top_k}.")
         if not 0 < self.top_p <= 1: raise ValueError(f"top_p must be in (0, 1], got {self.top_p}.")
 
@@ -30,7 +32,8 @@ class Sampling:
 
 def probs(logits:torch.Tensor, # (..., V)
           s:Sampling) -> torch.Tensor:
-    "The distribution sampled under `s`, `(..., V)` float32: softmax(logits / T) after top-k and top-p filtering."
+    """The distribution sampled under `s`, `(..., V)` float32: softmax(logits / T) after top-k and
+    top-p filtering."""
     if s.greedy: raise ValueError("Greedy decoding has no sampling distribution; use argmax.")
     x = logits.float() / s.temperature
     if s.top_k and s.top_k < x.shape[-1]:
@@ -65,7 +68,8 @@ def sibling_proposal(q:torch.Tensor, # (V,) the drafter's distribution at the pa
                      token:int, # this sibling's token
                      kind:str) -> torch.Tensor:
     "The distribution `q_i` this sibling was drawn from."
-    if kind == "delta": return torch.nn.functional.one_hot(torch.tensor(token), q.shape[-1]).to(q.dtype)
+    if kind == "delta":
+        return torch.nn.functional.one_hot(torch.tensor(token), q.shape[-1]).to(q.dtype)
     if kind == "iid" or not earlier: return q
     qi = q.clone(); qi[earlier] = 0
     s = qi.sum()
@@ -75,24 +79,29 @@ def residual(p:torch.Tensor, q:torch.Tensor) -> torch.Tensor:
     "norm(max(0, p - q)): what is left of p after a rejected proposal from q."
     r = (p - q).clamp_min(0)
     s = r.sum()
-    return r / s if s > 0 else p  # s == 0 only if p == q up to rounding, when rejection has probability ~0
+    # s == 0 only if p == q up to rounding, when rejection has probability ~0
+    return r / s if s > 0 else p
 
 def verify_sampling(tree:Tree, tokens:torch.Tensor, # (N,) node tokens, root first
                     p:torch.Tensor, # (N, V) target's sampling distribution after each node
-                    q:torch.Tensor|None, # (N, V) drafter's distribution at each parent (None for "delta")
+                    # (N, V) drafter's distribution at each parent (None for "delta")
+                    q:torch.Tensor|None,
                     proposal:str="without_replacement", # how siblings were drawn: see PROPOSALS
                     generator:torch.Generator|None=None,
                    ) -> tuple[list[int], int]:
     "Lossless speculative sampling over a tree: `(accepted path, root first; bonus token)`."
-    if proposal not in PROPOSALS: raise ValueError(f"proposal must be one of {PROPOSALS}, got {proposal!r}.")
-    if q is None and proposal != "delta": raise ValueError("Non-delta proposals need the drafter's q.")
+    if proposal not in PROPOSALS:
+        raise ValueError(f"proposal must be one of {PROPOSALS}, got {proposal!r}.")
+    if q is None and proposal != "delta":
+        raise ValueError("Non-delta proposals need the drafter's q.")
     u, path = 0, [0]
     while True:
         pu, nxt, earlier = p[u], None, []
         for c in tree.children[u]:
             x = int(tokens[c])
             qi = sibling_proposal(q[u] if q is not None else pu, earlier, x, proposal)
-            if qi[x] <= 0:  # x could not have been drawn from q_i (a filler when q's support ran out):
+            # x could not have been drawn from q_i (a filler when q's support ran out):
+            if qi[x] <= 0:
                 earlier.append(x); continue  # skip it, as if never proposed; p is unchanged
             # accept with prob min(1, p(x)/q_i(x)): r < p/q  <=>  r * q < p
             if torch.rand((), generator=generator) * qi[x] < pu[x]: nxt = c; break
@@ -106,10 +115,12 @@ def _draw_children(qd:torch.Tensor, m:int, proposal:str, g:torch.Generator) -> l
     "m sibling tokens drawn from qd the way `proposal` says (delta: the m most likely)."
     if proposal == "delta": return qd.topk(m).indices.tolist()
     if proposal == "iid": return torch.multinomial(qd, m, replacement=True, generator=g).tolist()
-    return torch.multinomial(qd, m, replacement=False, generator=g).tolist()  # sequential, without replacement
+    # sequential, without replacement
+    return torch.multinomial(qd, m, replacement=False, generator=g).tolist()
 
 def draft_tree_tokens(tree:Tree, root:int, q_of, proposal:str, g:torch.Generator):
-    "Fill `tree` with tokens drawn from `q_of(prefix)`; returns `(tokens (N,), q (N, V))`. Reference drafter for tests."
+    """Fill `tree` with tokens drawn from `q_of(prefix)`; returns `(tokens (N,), q (N, V))`.
+    Reference drafter for tests."""
     toks = [root] + [0] * (tree.n_nodes - 1)
     q = None
     for lvl in tree.levels:
@@ -119,6 +130,9 @@ def draft_tree_tokens(tree:Tree, root:int, q_of, proposal:str, g:torch.Generator
             qu = q_of(prefix)
             if q is None: q = torch.zeros(tree.n_nodes, len(qu))
             q[u] = qu
-            for c, x in zip(tree.children[u], _draw_children(qu, len(tree.children[u]), proposal, g)): toks[c] = x
+            for c, x in zip(
+                tree.children[u], _draw_children(qu, len(tree.children[u]), proposal, g)
+            ):
+                toks[c] = x
     if q is None: q = torch.zeros(tree.n_nodes, len(q_of((root,))))
     return torch.tensor(toks), q

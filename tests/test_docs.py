@@ -27,10 +27,12 @@ def page_name(rel: Path) -> Path:
     return rel.with_name(re.sub(r'^\d+[a-zA-Z0-9]*_', '', rel.name.lower())).with_suffix('.html')
 
 def notebooks(nbs=NBS):
-    "Notebooks that are pages: nothing whose name, or any of whose folders' names, starts with `_` or `.`"
+    """Notebooks that are pages: nothing whose name, or any of whose folders' names, starts with `_`
+    or `.`"""
     rels = [p.relative_to(nbs) for p in nbs.rglob('*.ipynb')]
     rels = [r for r in rels if not any(part[0] in '_.' for part in r.parts)]
-    return sorted(rels, key=lambda r: (r.parent.parts, r.stem != 'index', r.name))  # each folder's index first
+    # each folder's index first
+    return sorted(rels, key=lambda r: (r.parent.parts, r.stem != 'index', r.name))
 
 def nb_title(path: Path) -> str:
     "The `# Title` of the first markdown cell that has one"
@@ -70,12 +72,16 @@ def site(tmp_path_factory):
 
 def test_every_notebook_has_a_titled_page(site):
     nbs = notebooks()
-    assert Path('index.ipynb') in nbs, 'nbs/index.ipynb (the home page and README source) is missing'
+    assert (
+        Path('index.ipynb') in nbs
+    ), 'nbs/index.ipynb (the home page and README source) is missing'
     for rel in nbs:
         page = site/'_docs'/page_name(rel)
         assert page.exists(), f'no page for nbs/{rel} (expected {page_name(rel)})'
         text, title = page.read_text(encoding='utf-8'), escape(nb_title(NBS/rel), quote=False)
-        assert f'<h1 class="title">{title}</h1>' in text, f'{page.name} lacks the title {title!r} of nbs/{rel}'
+        assert (
+            f'<h1 class="title">{title}</h1>' in text
+        ), f'{page.name} lacks the title {title!r} of nbs/{rel}'
 
 def test_sidebar_lists_every_page_in_order_and_resolves(site):
     docs = site/'_docs'
@@ -83,14 +89,20 @@ def test_sidebar_lists_every_page_in_order_and_resolves(site):
     for page, _ in expected:
         links = nav_links(docs/page)
         targets = [(docs/page).parent/href.partition('#')[0] for href, _ in links]
-        for href, t in zip(links, targets): assert t.is_file(), f'{page}: sidebar link {href[0]!r} resolves to no file'
-        listed = [(t.resolve().relative_to(docs.resolve()), text) for t, (_, text) in zip(targets, links)][1:]  # [0]: site title
+        for href, t in zip(links, targets):
+            assert t.is_file(), f'{page}: sidebar link {href[0]!r} resolves to no file'
+        # [0]: site title
+        listed = [
+            (t.resolve().relative_to(docs.resolve()), text) for t, (_, text) in zip(targets, links)
+        ][1:]
         assert listed == expected, f'{page}: the sidebar lists {listed}'
 
 def test_readme_is_generated_from_index(site):
     want = (site/'README.md').read_text(encoding='utf-8')
     have = (ROOT/'README.md').read_text(encoding='utf-8') if (ROOT/'README.md').exists() else ''
-    assert have == want, 'README.md is not what nbs/index.ipynb generates: run `make readme` and commit README.md'
+    assert (
+        have == want
+    ), 'README.md is not what nbs/index.ipynb generates: run `make readme` and commit README.md'
     assert want.startswith('# flashspec\n') and 'make demo\nmake test\n' in want
 
 def _png_b64():
@@ -105,26 +117,67 @@ def _png_b64():
     return base64.b64encode(buf.getvalue()).decode()
 
 def test_stored_outputs_plots_tables_and_hidden_cells(tmp_path):
-    "A notebook with a stored plot, tables, a `#| hide` cell and an `#| echo: false` cell renders as nbdev/Quarto would"
-    code = lambda src, outputs=(): dict(cell_type='code', execution_count=None, metadata={}, outputs=list(outputs), source=src)
+    """A notebook with a stored plot, tables, a `#| hide` cell and an `#| echo: false` cell renders
+    as nbdev/Quarto would"""
+    code = lambda src, outputs=(): dict(
+        cell_type='code', execution_count=None, metadata={}, outputs=list(outputs), source=src
+    )
     md = lambda src: dict(cell_type='markdown', metadata={}, source=src)
     png = _png_b64()
-    nb = dict(nbformat=4, nbformat_minor=5, metadata=dict(kernelspec=dict(name='python3', language='python', display_name='python3')), cells=[
-        md('# A page with outputs\n> Stored outputs only'),
-        code('#| hide\nhidden_secret = 1'),
-        md('## Results\n\n| k | speedup |\n|---|---|\n| 2 | 1.9x |\n\nSee [the home page](index.ipynb).'),
-        code('#| echo: false\nplot_source_line()', [dict(output_type='display_data', metadata={},
-             data={'image/png': png, 'text/plain': ['<Figure>']})]),
-        code('show_table()', [dict(output_type='execute_result', execution_count=None, metadata={},
-             data={'text/html': ['<table class="dataframe"><tr><th>n</th></tr><tr><td>7</td></tr></table>'], 'text/plain': ['n 7']})]),
-    ])
+    nb = dict(
+        nbformat=4,
+        nbformat_minor=5,
+        metadata=dict(kernelspec=dict(name='python3', language='python', display_name='python3')),
+        cells=[
+            md('# A page with outputs\n> Stored outputs only'),
+            code('#| hide\nhidden_secret = 1'),
+            md(
+                '## Results\n\n| k | speedup |\n|---|---|\n| 2 | 1.9x |\n\nSee [the home'
+                ' page](index.ipynb).'
+            ),
+            code(
+                '#| echo: false\nplot_source_line()',
+                [
+                    dict(
+                        output_type='display_data',
+                        metadata={},
+                        data={'image/png': png, 'text/plain': ['<Figure>']},
+                    )
+                ],
+            ),
+            code(
+                'show_table()',
+                [
+                    dict(
+                        output_type='execute_result',
+                        execution_count=None,
+                        metadata={},
+                        data={
+                            'text/html': [
+                                '<table'
+                                ' class="dataframe"><tr><th>n</th></tr><tr><td>7</td></tr></table>'
+                            ],
+                            'text/plain': ['n 7'],
+                        },
+                    )
+                ],
+            ),
+        ],
+    )
     nbs = tmp_path/'nbs'
     nbs.mkdir()
     (nbs/'05_outputs.ipynb').write_text(json.dumps(nb), encoding='utf-8')
-    (nbs/'index.ipynb').write_text(json.dumps(dict(nb, cells=[md('# Home\n> home')])), encoding='utf-8')
-    (nbs/'_scratch.ipynb').write_text(json.dumps(dict(nb, cells=[md('# Scratch')])), encoding='utf-8')
+    (nbs / 'index.ipynb').write_text(
+        json.dumps(dict(nb, cells=[md('# Home\n> home')])), encoding='utf-8'
+    )
+    (nbs / '_scratch.ipynb').write_text(
+        json.dumps(dict(nb, cells=[md('# Scratch')])), encoding='utf-8'
+    )
     build(tmp_path/'_docs', '--nbs', str(nbs), '--readme', '')
-    assert sorted(p.name for p in (tmp_path/'_docs').glob('*.html')) == ['index.html', 'outputs.html']
+    assert sorted(p.name for p in (tmp_path / '_docs').glob('*.html')) == [
+        'index.html',
+        'outputs.html',
+    ]
     page = (tmp_path/'_docs'/'outputs.html').read_text(encoding='utf-8')
     assert f'data:image/png;base64,{png}' in page
     assert '<th>speedup</th>' in page and '<td>1.9x</td>' in page and '<td>7</td>' in page
@@ -141,12 +194,26 @@ def test_home_page_screenshot(site, tmp_path):
             pytest.fail('chromium is not installed: CI must install it (.ci/run does)')
         pytest.skip('chromium is not installed')
     png = tmp_path/'home.png'
-    cmd = [exe, '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-           '--disable-background-networking', '--disable-component-update', '--disable-sync', '--hide-scrollbars',
-           f'--user-data-dir={tmp_path/"profile"}', f'--screenshot={png}', '--window-size=1280,900',
-           (site/'_docs'/'index.html').as_uri()]
+    cmd = [
+        exe,
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--hide-scrollbars',
+        f'--user-data-dir={tmp_path/"profile"}',
+        f'--screenshot={png}',
+        '--window-size=1280,900',
+        (site / '_docs' / 'index.html').as_uri(),
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    assert png.exists() and png.stat().st_size > 0, f'no screenshot (rc {r.returncode}):\n{r.stderr[-3000:]}'
+    assert (
+        png.exists() and png.stat().st_size > 0
+    ), f'no screenshot (rc {r.returncode}):\n{r.stderr[-3000:]}'
     import matplotlib.image
     img = matplotlib.image.imread(str(png))[..., :3]  # floats in [0, 1]
     assert img.shape[:2] == (900, 1280)

@@ -1,5 +1,7 @@
 """What a fresh clone on any x86 CPU must give: quiet commands, the API at the top of the package, no import cycle
-under the command line, and INT8 targets that stay batch-invariant whatever BLAS code path the CPU gets."""
+under the command line, and INT8 targets that stay batch-invariant whatever BLAS code path the CPU gets.
+"""
+
 import ast, os, subprocess, sys, textwrap
 from pathlib import Path
 import pytest
@@ -13,8 +15,14 @@ def run(args, env=None, timeout=300):
                           env=dict(os.environ, **(env or {})))
 
 
-@pytest.mark.parametrize("cmd", [[str(BIN / "flashspec"), "--help"], [sys.executable, "-m", "flashspec", "--help"],
-                                 [sys.executable, "-c", "import flashspec.draft, flashspec.quant"]])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        [str(BIN / "flashspec"), "--help"],
+        [sys.executable, "-m", "flashspec", "--help"],
+        [sys.executable, "-c", "import flashspec.draft, flashspec.quant"],
+    ],
+)
 def test_commands_and_imports_print_nothing_to_stderr(cmd):
     r = run(cmd)
     assert r.returncode == 0, r.stderr
@@ -22,14 +30,28 @@ def test_commands_and_imports_print_nothing_to_stderr(cmd):
 
 
 def test_python_m_is_the_console_script():
-    a, b = run([str(BIN / "flashspec"), "bench", "--help"]), run([sys.executable, "-m", "flashspec", "bench", "--help"])
+    a, b = run([str(BIN / "flashspec"), "bench", "--help"]), run(
+        [sys.executable, "-m", "flashspec", "bench", "--help"]
+    )
     assert a.returncode == b.returncode == 0 and a.stdout == b.stdout
 
 
 def test_main_api_at_the_top_of_the_package():
     import flashspec as f
-    for name in ("load_target", "slice_draft", "load_distilled_draft", "generate", "TreeConfig", "Sampling",
-                 "Drafter", "ModelDrafter", "PromptLookupDrafter", "MergedDrafter", "quantize_target", "bench"):
+    for name in (
+        "load_target",
+        "slice_draft",
+        "load_distilled_draft",
+        "generate",
+        "TreeConfig",
+        "Sampling",
+        "Drafter",
+        "ModelDrafter",
+        "PromptLookupDrafter",
+        "MergedDrafter",
+        "quantize_target",
+        "bench",
+    ):
         obj = getattr(f, name)
         assert obj.__doc__ and obj.__doc__.strip(), f"flashspec.{name} has no docstring"
     assert set(f.__all__) <= set(dir(f))
@@ -43,17 +65,21 @@ def _tiny():
 
 
 def test_the_command_line_is_the_top_of_the_house():
-    "No module of the library imports `flashspec.cli` (only `__main__` does): the CLI sits above everything."
+    """No module of the library imports `flashspec.cli` (only `__main__` does): the CLI sits above
+    everything."""
     for py in (ROOT / "flashspec").glob("*.py"):
         if py.name == "__main__.py": continue
         for node in ast.walk(ast.parse(py.read_text())):
             if isinstance(node, ast.ImportFrom):
                 mod = (node.module or "")
-                assert not (mod in ("cli", "flashspec.cli") or mod.endswith(".cli")), f"{py.name} imports the CLI"
+                assert not (
+                    mod in ("cli", "flashspec.cli") or mod.endswith(".cli")
+                ), f"{py.name} imports the CLI"
 
 
-# A tiny target quantized per method; speculative greedy output against the quantized target's own plain and
-# Hugging Face greedy output, with the verdict of quantize_target's batch-invariance check.
+# A tiny target quantized per method; speculative greedy output against the quantized target's own
+# plain and Hugging Face greedy output, with the verdict of quantize_target's batch-invariance
+# check.
 _CHECK = textwrap.dedent("""
     import json, torch, warnings
     from flashspec.models import tiny_llama
@@ -80,17 +106,21 @@ _CHECK = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("env", [{}, {"MKL_ENABLE_INSTRUCTIONS": "AVX2"}], ids=["native", "mkl-avx2"])
+@pytest.mark.parametrize(
+    "env", [{}, {"MKL_ENABLE_INSTRUCTIONS": "AVX2"}], ids=["native", "mkl-avx2"]
+)
 def test_int8_targets_stay_batch_invariant(env):
     """MKL_ENABLE_INSTRUCTIONS=AVX2 gives MKL the code path it takes on AMD CPUs, where a matrix product of 8 rows
-    summed a row differently from a product of 1 row (so int8-rowwise lost batch invariance there)."""
+    summed a row differently from a product of 1 row (so int8-rowwise lost batch invariance there).
+    """
     import json
     r = run([sys.executable, "-c", _CHECK], env)
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout.strip().splitlines()[-1])
     for m, x in res.items():
         assert x["invariant"] and not x["warned"], (m, x)
-        assert all(x["same"]), (m, x)  # speculative == the quantized target's own greedy output == HF's
+        # speculative == the quantized target's own greedy output == HF's
+        assert all(x["same"]), (m, x)
 
 
 _EXACT = textwrap.dedent("""
@@ -107,7 +137,8 @@ _EXACT = textwrap.dedent("""
 
 @pytest.mark.parametrize("env", [{}, {"ONEDNN_MAX_CPU_ISA": "AVX2"}], ids=["native", "onednn-avx2"])
 def test_int8_products_are_exact(env):
-    "Without VNNI (oneDNN limited to AVX2 here) int8 products saturate at full range; Int8Linear then keeps ±63."
+    """Without VNNI (oneDNN limited to AVX2 here) int8 products saturate at full range; Int8Linear
+    then keeps ±63."""
     r = run([sys.executable, "-c", _EXACT], env)
     assert r.returncode == 0, r.stderr
     saturates, qmax, exact = r.stdout.split()

@@ -1,4 +1,5 @@
-"The prepared GPU run (`tools/gpu_session.py`): every `flashspec` command it plans is one the CLI accepts."
+"""The prepared GPU run (`tools/gpu_session.py`): every `flashspec` command it plans is one the CLI
+accepts."""
 import importlib.util, sys
 from pathlib import Path
 import pytest
@@ -21,10 +22,12 @@ def test_planned_commands_parse(tmp_path, extra):
     steps = {}
     orig = gs.plan
     gs.plan = lambda args: steps.setdefault("plan", orig(args))
-    gs.main(ap_args + ["--phases", "bench-bf16", "--budget", "0"])  # no time: every phase is skipped, nothing runs
+    # no time: every phase is skipped, nothing runs
+    gs.main(ap_args + ["--phases", "bench-bf16", "--budget", "0"])
     plan = steps["plan"]
     assert list(plan) == list(gs.PHASES)
-    assert abs(sum(share for _, share in plan.values()) - 1.0) < 1e-9  # the shares split the whole budget
+    # the shares split the whole budget
+    assert abs(sum(share for _, share in plan.values()) - 1.0) < 1e-9
     n = 0
     for name, (cmds, _) in plan.items():
         for cmd in cmds:
@@ -34,5 +37,6 @@ def test_planned_commands_parse(tmp_path, extra):
                 args = parser().parse_args(cmd[3:])  # an unknown or renamed option exits here
                 assert args.device == "cuda", (name, cmd)
                 n += 1
-    assert n == 5  # bench-bf16, the two distill runs, bench-fp32, bench-compiled (batch runs in the script)
+    # bench-bf16, the two distill runs, bench-fp32, bench-compiled (batch runs in the script)
+    assert n == 5
     assert (tmp_path/"session.json").exists()

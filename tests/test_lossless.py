@@ -1,4 +1,5 @@
-"Cross-notebook integration: speculative decoding reproduces the target, greedy token for token and sampled in distribution."
+"""Cross-notebook integration: speculative decoding reproduces the target, greedy token for token
+and sampled in distribution."""
 import itertools
 import pytest
 import torch
@@ -9,14 +10,25 @@ from flashspec.models import tiny_llama
 from flashspec.draft import slice_draft
 from flashspec.tree import TreeConfig, compile_tree
 from flashspec.verify import Sampling, probs
-from flashspec.decode import (generate, Drafter, Draft, ModelDrafter, PromptLookupDrafter, MergedDrafter, merge_drafts,
-                              AnswerStore, StoreDrafter)
+from flashspec.decode import (
+    generate,
+    Drafter,
+    Draft,
+    ModelDrafter,
+    PromptLookupDrafter,
+    MergedDrafter,
+    merge_drafts,
+    AnswerStore,
+    StoreDrafter,
+)
 from flashspec.eagle import FeatureDraft
 from flashspec.adaptive import AdaptiveConfig, AdaptiveDrafter
 
 
 def hf_greedy(target, prompt, n):
-    out = target.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False, eos_token_id=None, pad_token_id=0)
+    out = target.generate(
+        torch.tensor([prompt]), max_new_tokens=n, do_sample=False, eos_token_id=None, pad_token_id=0
+    )
     return out[0, len(prompt):].tolist()
 
 
@@ -28,16 +40,21 @@ def test_greedy_equals_target_across_models(seed, tie, kv_heads):
         prompt = torch.randint(2, 128, (n,), generator=g).tolist()
         ref = hf_greedy(target, prompt, 48)
         for k, shape in [(1, TreeConfig(5, 4)), (3, TreeConfig(3, 2)), (5, TreeConfig(8, 1))]:
-            out, stats = generate(target, slice_draft(target, k), prompt, 48, tree=shape, eos_token_id=-1)
+            out, stats = generate(
+                target, slice_draft(target, k), prompt, 48, tree=shape, eos_token_id=-1
+            )
             assert out == ref, (k, shape)
             assert stats.target_forwards <= 48 and stats.new_tokens == 48
 
 
-paths_strategy = st.lists(st.lists(st.integers(0, 2), min_size=1, max_size=4), min_size=1, max_size=12)
+paths_strategy = st.lists(
+    st.lists(st.integers(0, 2), min_size=1, max_size=4), min_size=1, max_size=12
+)
 
 
 def closed_paths(raw):
-    "Close a random set of index paths under prefixes and lower sibling ranks, so it is a valid tree."
+    """Close a random set of index paths under prefixes and lower sibling ranks, so it is a valid
+    tree."""
     out = set()
     for p in raw:
         for i in range(1, len(p) + 1):
@@ -53,21 +70,30 @@ _draft = slice_draft(_target, 1)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=paths_strategy, plen=st.integers(1, 12), seed=st.integers(0, 10_000))
 def test_greedy_lossless_any_tree(raw, plen, seed):
-    "Any tree shape, any prompt length: greedy speculative output equals the target's greedy output."
+    """Any tree shape, any prompt length: greedy speculative output equals the target's greedy
+    output."""
     paths = closed_paths(raw)
     prompt = torch.randint(2, 128, (plen,), generator=torch.Generator().manual_seed(seed)).tolist()
-    out, _ = generate(_target, ModelDrafter(_draft, TreeConfig(paths=paths)), prompt, 20, eos_token_id=-1)
+    out, _ = generate(
+        _target, ModelDrafter(_draft, TreeConfig(paths=paths)), prompt, 20, eos_token_id=-1
+    )
     ref = hf_greedy(_target, prompt, 20)
     assert out == ref
     # the same tree with prompt-lookup chains merged in, and drafting from a vocabulary subset
     sub = torch.randperm(128, generator=torch.Generator().manual_seed(seed))[:40]
-    merged = MergedDrafter(ModelDrafter(_draft, TreeConfig(paths=paths), vocab=sub, min_prob=0.01 * (seed % 3)),
-                           PromptLookupDrafter(3, min_ngram=1))
+    merged = MergedDrafter(
+        ModelDrafter(_draft, TreeConfig(paths=paths), vocab=sub, min_prob=0.01 * (seed % 3)),
+        PromptLookupDrafter(3, min_ngram=1),
+    )
     assert generate(_target, merged, prompt, 20, eos_token_id=-1)[0] == ref
     # gated by a cost model: from flat (every chain merged whole) to steep (most left out or cut)
     costs = dict(verify={1: 10.0, 64: 10.0 + 63.0 * (seed % 5)}, round={0: 1.0, 4: 1.0 + seed % 3})
-    gated = MergedDrafter(ModelDrafter(_draft, TreeConfig(paths=paths)), PromptLookupDrafter(3, min_ngram=1),
-                          costs=costs, pad_nodes={n: n + seed % 2 for n in range(1, 40)})
+    gated = MergedDrafter(
+        ModelDrafter(_draft, TreeConfig(paths=paths)),
+        PromptLookupDrafter(3, min_ngram=1),
+        costs=costs,
+        pad_nodes={n: n + seed % 2 for n in range(1, 40)},
+    )
     assert generate(_target, gated, prompt, 20, eos_token_id=-1)[0] == ref
 
 
@@ -84,7 +110,8 @@ def test_merge_is_the_union_of_token_paths(ra, rb, seed):
         t = compile_tree(closed_paths(raw))
         toks = torch.randint(0, 4, (t.n_nodes,), generator=g); toks[0] = 7
         for u in range(t.n_nodes):  # siblings distinct, as a drafter proposes them
-            for j, c in enumerate(t.children[u]): toks[c] = j + 4 * int(torch.randint(0, 2, (1,), generator=g))
+            for j, c in enumerate(t.children[u]):
+                toks[c] = j + 4 * int(torch.randint(0, 2, (1,), generator=g))
         return Draft(t, toks)
     a, b = rand_draft(ra), rand_draft(rb)
     m = merge_drafts(a, b)
@@ -118,11 +145,15 @@ class NoisyDrafter(Drafter):
         q = self.q.repeat(t.n_nodes, 1)
         for u in range(t.n_nodes):
             if t.children[u]:
-                toks[list(t.children[u])] = torch.multinomial(self.q, len(t.children[u]), replacement=False, generator=generator)
+                toks[list(t.children[u])] = torch.multinomial(
+                    self.q, len(t.children[u]), replacement=False, generator=generator
+                )
         return Draft(t, toks, q)
 
 
-_STORE = AnswerStore([[3, 4, 1, 2], [3, 4, 1, 0], [3, 4, 5, 5], [3, 4, 0, 1], [4, 1, 1]], ngrams=(2,))
+_STORE = AnswerStore(
+    [[3, 4, 1, 2], [3, 4, 1, 0], [3, 4, 5, 5], [3, 4, 0, 1], [4, 1, 1]], ngrams=(2,)
+)
 
 def _two_token_chi2(target, drafter_fn, sampling, n, seed):
     "Decode 2 tokens n times; chi-square of their joint against the target's exact p(x1) p(x2|x1)."
@@ -134,7 +165,15 @@ def _two_token_chi2(target, drafter_fn, sampling, n, seed):
     exp = (p1[:, None] * p2).flatten().double()
     counts = torch.zeros(V * V)
     for i in range(n):
-        out, _ = generate(target, drafter_fn(), prompt, 2, sampling=sampling, seed=seed * 100_000 + i, eos_token_id=-1)
+        out, _ = generate(
+            target,
+            drafter_fn(),
+            prompt,
+            2,
+            sampling=sampling,
+            seed=seed * 100_000 + i,
+            eos_token_id=-1,
+        )
         counts[out[0] * V + out[1]] += 1
     impossible = exp == 0  # filtered out by top-k / top-p: must never be emitted
     assert counts[impossible].sum() == 0, "emitted a token the target's distribution excludes"
@@ -145,46 +184,81 @@ def _two_token_chi2(target, drafter_fn, sampling, n, seed):
     return chisquare(obs.tolist(), (e * n / e.sum()).tolist()).pvalue
 
 
-@pytest.mark.parametrize("kind", ["model tree", "model tree wider than top-k", "model tree, vocabulary subset",
-                                  "adaptive model tree", "random q, 3 siblings", "prompt lookup", "answer store"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "model tree",
+        "model tree wider than top-k",
+        "model tree, vocabulary subset",
+        "adaptive model tree",
+        "random q, 3 siblings",
+        "prompt lookup",
+        "answer store",
+    ],
+)
 def test_sampling_matches_target_distribution(kind):
-    target = tiny_llama(n_layers=2, vocab_size=6, hidden=32, seed=5, tie=False)  # spread-out p: a real test
+    # spread-out p: a real test
+    target = tiny_llama(n_layers=2, vocab_size=6, hidden=32, seed=5, tie=False)
     s = Sampling(temperature=1.0, top_k=3 if "top-k" in kind else 0)
-    fns = {"model tree": lambda: ModelDrafter(slice_draft(target, 1), TreeConfig(2, 2)),
-           "model tree wider than top-k": lambda: ModelDrafter(slice_draft(target, 1), TreeConfig(2, 4)),
-           # the draft proposes from tokens {0, 2, 4} only: p's mass on 1, 3, 5 must come from the residual
-           "model tree, vocabulary subset": lambda: ModelDrafter(slice_draft(target, 1), TreeConfig(2, 2), vocab=[0, 2, 4]),
-           # children only where the draft's top probability is >= 0.4: some nodes expanded, some not
-           "adaptive model tree": lambda: ModelDrafter(slice_draft(target, 1), TreeConfig(2, 2), min_prob=0.4),
-           "random q, 3 siblings": lambda: NoisyDrafter(6, TreeConfig(2, 3)),
-           "prompt lookup": lambda: PromptLookupDrafter(3),
-           # after the prompt's "3 4": siblings 1, 5, 0 (a delta proposal: deterministic, distinct), then a level below
-           "answer store": lambda: StoreDrafter(_STORE, depth=2, nodes=6, min_count=1, min_frac=0.0)}
+    fns = {
+        "model tree": lambda: ModelDrafter(slice_draft(target, 1), TreeConfig(2, 2)),
+        "model tree wider than top-k": lambda: ModelDrafter(
+            slice_draft(target, 1), TreeConfig(2, 4)
+        ),
+        # the draft proposes from tokens {0, 2, 4} only: p's mass on 1, 3, 5 must come from the
+        # residual
+        "model tree, vocabulary subset": lambda: ModelDrafter(
+            slice_draft(target, 1), TreeConfig(2, 2), vocab=[0, 2, 4]
+        ),
+        # children only where the draft's top probability is >= 0.4: some nodes expanded, some
+        # not
+        "adaptive model tree": lambda: ModelDrafter(
+            slice_draft(target, 1), TreeConfig(2, 2), min_prob=0.4
+        ),
+        "random q, 3 siblings": lambda: NoisyDrafter(6, TreeConfig(2, 3)),
+        "prompt lookup": lambda: PromptLookupDrafter(3),
+        # after the prompt's "3 4": siblings 1, 5, 0 (a delta proposal: deterministic, distinct),
+        # then a level below
+        "answer store": lambda: StoreDrafter(_STORE, depth=2, nodes=6, min_count=1, min_frac=0.0),
+    }
     pv = _two_token_chi2(target, fns[kind], s, n=1200, seed=1)
     assert pv > 1e-4, pv
 
 
-# confidence-driven trees: nodes get children where their path probability clears 0.2 (some do, some do not at
-# this spread-out p), and a window of 1 round moves the threshold after the first round, before the second token
-_ADAPTIVE = AdaptiveConfig(confidence_threshold=0.2, max_draft_length=3, max_width=3, max_nodes=8, acceptance_window=1)
+# confidence-driven trees: nodes get children where their path probability clears 0.2 (some do, some
+# do not at this spread-out p), and a window of 1 round moves the threshold after the first round,
+# before the second token
+_ADAPTIVE = AdaptiveConfig(
+    confidence_threshold=0.2, max_draft_length=3, max_width=3, max_nodes=8, acceptance_window=1
+)
 
 
 def _adaptive_case(kind):
-    "A 4-layer target (the feature drafter reads 3 distinct layers) and a maker of the adaptive drafter `kind`."
+    """A 4-layer target (the feature drafter reads 3 distinct layers) and a maker of the adaptive
+    drafter `kind`."""
     target = tiny_llama(n_layers=4, vocab_size=6, hidden=32, seed=5, tie=False)
     fd = FeatureDraft(target)
     torch.manual_seed(0)
-    for p in fd.parameters(): torch.nn.init.normal_(p, std=0.3)  # a feature drafter far from uniform
+    # a feature drafter far from uniform
+    for p in fd.parameters(): torch.nn.init.normal_(p, std=0.3)
     fixed_width = AdaptiveConfig(**{**vars(_ADAPTIVE), "dynamic_width": False, "max_width": 2})
-    return target, {"slice": lambda: AdaptiveDrafter(ModelDrafter(slice_draft(target, 1)), _ADAPTIVE),
-                    "slice, fixed width": lambda: AdaptiveDrafter(ModelDrafter(slice_draft(target, 1)), fixed_width),
-                    "feature drafter": lambda: AdaptiveDrafter(fd.drafter(), _ADAPTIVE)}[kind]
+    return (
+        target,
+        {
+            "slice": lambda: AdaptiveDrafter(ModelDrafter(slice_draft(target, 1)), _ADAPTIVE),
+            "slice, fixed width": lambda: AdaptiveDrafter(
+                ModelDrafter(slice_draft(target, 1)), fixed_width
+            ),
+            "feature drafter": lambda: AdaptiveDrafter(fd.drafter(), _ADAPTIVE),
+        }[kind],
+    )
 
 
 @pytest.mark.parametrize("kind", ["slice", "slice, fixed width", "feature drafter"])
 @pytest.mark.parametrize("temperature,top_k", [(1.0, 0), (0.7, 4)])
 def test_adaptive_sampling_matches_target_distribution(kind, temperature, top_k):
-    "Adaptive trees decide every shape from q before drawing: the emitted tokens have the target's distribution."
+    """Adaptive trees decide every shape from q before drawing: the emitted tokens have the target's
+    distribution."""
     target, fn = _adaptive_case(kind)
     pv = _two_token_chi2(target, fn, Sampling(temperature=temperature, top_k=top_k), n=1200, seed=4)
     assert pv > 1e-4, pv
@@ -205,12 +279,18 @@ def test_adaptive_trees_vary(kind):
 def test_sampling_check_has_power(monkeypatch):
     "The same test fails for a drafter that misreports its q, and for a broken acceptance rule."
     import flashspec.verify as fv
-    target = tiny_llama(n_layers=2, vocab_size=6, hidden=32, seed=5, tie=False)  # spread-out p: a real test
+    # spread-out p: a real test
+    target = tiny_llama(n_layers=2, vocab_size=6, hidden=32, seed=5, tie=False)
     class WrongQ(NoisyDrafter):  # draws from q but reports a uniform q
         def propose(self, *a, **k):
             d = super().propose(*a, **k); d.q = torch.full_like(d.q, 1 / d.q.shape[-1]); return d
-    pv = _two_token_chi2(target, lambda: WrongQ(6, TreeConfig(2, 3)), Sampling(temperature=1.0), n=1200, seed=2)
+    pv = _two_token_chi2(
+        target, lambda: WrongQ(6, TreeConfig(2, 3)), Sampling(temperature=1.0), n=1200, seed=2
+    )
     assert pv < 1e-6, pv
-    monkeypatch.setattr(fv, "residual", lambda p, q: p)  # bug: after a rejection, resample from p itself
-    pv = _two_token_chi2(target, lambda: NoisyDrafter(6, TreeConfig(2, 3)), Sampling(temperature=1.0), n=1200, seed=3)
+    # bug: after a rejection, resample from p itself
+    monkeypatch.setattr(fv, "residual", lambda p, q: p)
+    pv = _two_token_chi2(
+        target, lambda: NoisyDrafter(6, TreeConfig(2, 3)), Sampling(temperature=1.0), n=1200, seed=3
+    )
     assert pv < 1e-6, pv

@@ -51,7 +51,8 @@ def find_notebooks(nbs: Path):
     for dirpath, dirnames, filenames in os.walk(nbs):
         dirnames[:] = sorted(d for d in dirnames if not re.match(SKIP_RE, d))
         for f in filenames:
-            if f.endswith('.ipynb') and not re.match(SKIP_RE, f): res.append((Path(dirpath)/f).relative_to(nbs))
+            if f.endswith('.ipynb') and not re.match(SKIP_RE, f):
+                res.append((Path(dirpath)/f).relative_to(nbs))
     return sorted(res, key=_sort_key)
 
 @contextmanager
@@ -66,21 +67,26 @@ def _filters():
     from nbdev.processors import FilterDefaults, exec_show_docs
     flags = set(_cfg(Path(__file__).resolve().parent.parent).get('tst_flags', '').split())
     class exec_show_docs_unflagged(exec_show_docs):
-        # nbdev runs every cell that contains an import to fill in `show_doc`, `#| slow` and `#| cuda`
-        # cells included (a slow benchmark, a GPU-only cell); here they are skipped, with a warning,
-        # and their stored outputs are shown.
+        # nbdev runs every cell that contains an import to fill in `show_doc`, `#| slow` and `#|
+        # cuda` cells included (a slow benchmark, a GPU-only cell); here they are skipped, with a
+        # warning, and their stored outputs are shown.
         def __call__(self, cell):
             hit = flags & set(getattr(cell, 'directives_', {}) or {})
             if hit:
                 if cell.cell_type == 'code' and 'import' in (cell.source or ''):
                     first = (cell.source or '').strip().splitlines()[0]
-                    print(f'  warning: a cell flagged `{" ".join(sorted(hit))}` contains an import: not run here, '
-                          f'but `nbdev_docs` would run it (cell starting `{first}`)', file=sys.stderr)
+                    print(
+                        f'  warning: a cell flagged `{" ".join(sorted(hit))}` contains an import:'
+                        f' not run here, but `nbdev_docs` would run it (cell starting `{first}`)',
+                        file=sys.stderr,
+                    )
                 return
             return super().__call__(cell)
     class Filters(FilterDefaults):
         def base_procs(self):
-            return [exec_show_docs_unflagged if p is exec_show_docs else p for p in super().base_procs()]
+            return [
+                exec_show_docs_unflagged if p is exec_show_docs else p for p in super().base_procs()
+            ]
     return Filters()
 
 def process_nb(path: Path):
@@ -93,11 +99,14 @@ def process_nb(path: Path):
             warnings.simplefilter('ignore')
             _filters()(nb)
     except Exception as e:
-        raise RuntimeError(f'nbdev could not process {path} for the docs (`nbdev_docs` fails the same way).\n'
-            'To fill in `show_doc`, nbdev runs every exported cell and every cell containing an import; '
-            'such a cell must not need anything defined in a cell that is not run: put imports in cells '
-            f'of their own.\n{e}') from e
-    finally: os.environ.pop('IN_TEST', None)
+        raise RuntimeError(
+            f'nbdev could not process {path} for the docs (`nbdev_docs` fails the same way).\nTo'
+            ' fill in `show_doc`, nbdev runs every exported cell and every cell containing an'
+            ' import; such a cell must not need anything defined in a cell that is not run: put'
+            f' imports in cells of their own.\n{e}'
+        ) from e
+    finally:
+        os.environ.pop('IN_TEST', None)
     return nb
 
 # ---------------------------------------------------------------- Quarto cell options
@@ -119,7 +128,9 @@ _re_attr_link = re.compile(r'\[([^\]]*)\]\(([^)\s]*)\)\{([^}]*)\}')
 def link_attrs(md: str) -> str:
     "Pandoc's `[text](url){target=\"_blank\" style=...}` (used by `show_doc`) -> an HTML link"
     def _a(m):
-        attrs = ''.join(f' {k}="{html.escape(v)}"' for k, v in re.findall(r'([\w-]+)="([^"]*)"', m.group(3)))
+        attrs = ''.join(
+            f' {k}="{html.escape(v)}"' for k, v in re.findall(r'([\w-]+)="([^"]*)"', m.group(3))
+        )
         return f'<a href="{html.escape(m.group(2))}"{attrs}>{m.group(1)}</a>'
     return _re_attr_link.sub(_a, md)
 
@@ -128,7 +139,10 @@ def _md_output(o):
     o = dict(o)
     if 'text/markdown' in o.get('data', {}):
         md = o['data']['text/markdown']
-        o['data'] = {**o['data'], 'text/markdown': link_attrs(md if isinstance(md, str) else ''.join(md))}
+        o['data'] = {
+            **o['data'],
+            'text/markdown': link_attrs(md if isinstance(md, str) else ''.join(md)),
+        }
     return o
 
 def _false(v): return v is False or str(v).lower() == 'false'
@@ -141,13 +155,19 @@ def render_cells(nb):
     for c in nb.cells:
         src, ct = _src(c), c.get('cell_type')
         if ct == 'markdown':
-            # Quarto fenced divs (`::: {.callout-note}` ... `:::`) have no meaning here: keep their content.
+            # Quarto fenced divs (`::: {.callout-note}` ... `:::`) have no meaning here: keep their
+            # content.
             src = '\n'.join(l for l in src.splitlines() if not l.lstrip().startswith(':::'))
-            if src.strip(): cells.append(dict(cell_type='markdown', metadata={}, source=link_attrs(src)))
+            if src.strip():
+                cells.append(dict(cell_type='markdown', metadata={}, source=link_attrs(src)))
         elif ct == 'code':
             opts, code = split_options(src)
             if _false(opts.get('include', True)): continue
-            outputs = [] if _false(opts.get('output', True)) else [_md_output(o) for o in c.get('outputs', [])]
+            outputs = (
+                []
+                if _false(opts.get('output', True))
+                else [_md_output(o) for o in c.get('outputs', [])]
+            )
             tags = ['remove_input'] if _false(opts.get('echo', True)) or not code.strip() else []
             if tags and not outputs: continue
             cells.append(dict(cell_type='code', metadata={'tags': tags}, source=code,
@@ -184,7 +204,8 @@ def fix_links(body: str, rel: Path, pages: dict, site_url: str) -> str:
     up = os.path.relpath('.', rel.parent.as_posix() or '.')
     def _href(m):
         url = html.unescape(m.group(2))
-        if site_url and url.startswith(site_url): url = url[len(site_url):].lstrip('/') or 'index.html'
+        if site_url and url.startswith(site_url):
+            url = url[len(site_url):].lstrip('/') or 'index.html'
         elif re.match(r'^[a-z][a-z0-9+.-]*:|^#|^/', url): return m.group(0)
         else:
             path, hash_, frag = url.partition('#')
@@ -193,13 +214,19 @@ def fix_links(body: str, rel: Path, pages: dict, site_url: str) -> str:
                 path = pages.get(target, page_name(Path(target))).as_posix()
                 url = os.path.relpath(path, rel.parent.as_posix() or '.') + hash_ + frag
             return m.group(1) + html.escape(url) + m.group(3)
-        return m.group(1) + html.escape(os.path.normpath(os.path.join(up, url)) if up != '.' else url) + m.group(3)
+        return (
+            m.group(1)
+            + html.escape(os.path.normpath(os.path.join(up, url)) if up != '.' else url)
+            + m.group(3)
+        )
     return re.sub(r'(href=")([^"]*)(")', _href, body)
 
 def toc_html(body: str) -> str:
     "Right-hand table of contents from the page's h2/h3 headings"
     items = []
-    for lvl, hid, inner in re.findall(r'<h([23])[^>]*\bid="([^"]+)"[^>]*>(.*?)</h\1>', body, flags=re.S):
+    for lvl, hid, inner in re.findall(
+        r'<h([23])[^>]*\bid="([^"]+)"[^>]*>(.*?)</h\1>', body, flags=re.S
+    ):
         text = re.sub(r'<[^>]+>', '', inner).replace('¶', '').strip()
         if text: items.append(f'<li class="toc-h{lvl}"><a href="#{hid}">{text}</a></li>')
     return f'<nav id="toc"><h2>On this page</h2><ul>{"".join(items)}</ul></nav>' if items else ''
@@ -207,7 +234,10 @@ def toc_html(body: str) -> str:
 def sidebar_html(entries, current: Path, site_title: str) -> str:
     "Left sidebar: every page, in notebook order; sub-folders become sections"
     rel = lambda p: os.path.relpath(p.as_posix(), current.parent.as_posix() or '.')
-    out, section = [f'<nav id="sidebar"><a class="site-title" href="{rel(Path("index.html"))}">{html.escape(site_title)}</a><ul>'], None
+    out, section = [
+        '<nav id="sidebar"><a class="site-title"'
+        f' href="{rel(Path("index.html"))}">{html.escape(site_title)}</a><ul>'
+    ], None
     for e in entries:
         sec = '/'.join(re.sub(r'^\d+_', '', p) for p in e['page'].parent.parts)
         if sec != section:
@@ -283,8 +313,13 @@ def build_site(root: Path, dest: Path, processed: dict):
     site_title = cfg.get('title', cfg.lib_name)
     site_url = f"{cfg.get('doc_host', '')}{cfg.get('doc_baseurl', '')}".rstrip('/')
     dest.mkdir(parents=True, exist_ok=True)
-    (dest/'styles.css').write_text(CSS + HtmlFormatter(style='default').get_style_defs('.highlight'), encoding='utf-8')
-    entries = [dict(rel=rel, page=page_name(rel), title=fm_title(nb, rel), nb=nb) for rel, nb in processed.items()]
+    (dest / 'styles.css').write_text(
+        CSS + HtmlFormatter(style='default').get_style_defs('.highlight'), encoding='utf-8'
+    )
+    entries = [
+        dict(rel=rel, page=page_name(rel), title=fm_title(nb, rel), nb=nb)
+        for rel, nb in processed.items()
+    ]
     pages = {e['rel'].as_posix(): e['page'] for e in entries}
     for e in entries:
         fm = getattr(e['nb'], 'frontmatter_', {}) or {}
@@ -292,15 +327,26 @@ def build_site(root: Path, dest: Path, processed: dict):
         desc = fm.get('description', '')
         out = dest/e['page']
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(PAGE.format(
-            title=html.escape(e['title']), site_title=html.escape(site_title),
-            description=f'<p class="description">{html.escape(desc)}</p>' if desc else '',
-            description_meta=f'<meta name="description" content="{html.escape(desc)}">\n' if desc else '',
-            css=os.path.relpath('styles.css', e['page'].parent.as_posix() or '.'),
-            sidebar=sidebar_html(entries, e['page'], site_title), body=body, toc=toc_html(body)), encoding='utf-8')
+        out.write_text(
+            PAGE.format(
+                title=html.escape(e['title']),
+                site_title=html.escape(site_title),
+                description=f'<p class="description">{html.escape(desc)}</p>' if desc else '',
+                description_meta=(
+                    f'<meta name="description" content="{html.escape(desc)}">\n' if desc else ''
+                ),
+                css=os.path.relpath('styles.css', e['page'].parent.as_posix() or '.'),
+                sidebar=sidebar_html(entries, e['page'], site_title),
+                body=body,
+                toc=toc_html(body),
+            ),
+            encoding='utf-8',
+        )
     if not (dest/'index.html').exists() and entries:  # no index.ipynb: land on the first page
         first = entries[0]['page'].as_posix()
-        (dest/'index.html').write_text(f'<!DOCTYPE html><meta http-equiv="refresh" content="0; url={first}">', encoding='utf-8')
+        (dest / 'index.html').write_text(
+            f'<!DOCTYPE html><meta http-equiv="refresh" content="0; url={first}">', encoding='utf-8'
+        )
     return entries
 
 def fm_title(nb, rel: Path) -> str:
@@ -312,21 +358,26 @@ def readme_text(nb, nb_rel_to_root: Path) -> str:
     "README.md from the processed `index.ipynb`, laid out as `nbdev_readme` lays it out"
     fm = getattr(nb, 'frontmatter_', {}) or {}
     nbdir = nb_rel_to_root.parent.as_posix()
-    def _link(m):  # links to notebooks and local files are relative to nbs/; the README sits at the root
+    def _link(
+        m):  # links to notebooks and local files are relative to nbs/; the README sits at the root
         url = m.group(2)
         if re.match(r'^[a-z][a-z0-9+.-]*:|^#|^/', url): return m.group(0)
         return f'{m.group(1)}{os.path.normpath(os.path.join(nbdir, url))}{m.group(3)}'
     parts = [f"# {fm.get('title', 'README')}"]  # nbdev's `insert_warning` cell follows
     if fm.get('description'): parts.append(f"> {fm['description']}")
     for c in render_cells(nb)['cells']:
-        if c['cell_type'] == 'markdown': parts.append(re.sub(r'(\]\()([^)\s]+)(\))', _link, c['source'].strip()))
+        if c['cell_type'] == 'markdown':
+            parts.append(re.sub(r'(\]\()([^)\s]+)(\))', _link, c['source'].strip()))
         else:
-            if 'remove_input' not in c['metadata']['tags']: parts.append(f"```python\n{c['source']}\n```")
+            if 'remove_input' not in c['metadata']['tags']:
+                parts.append(f"```python\n{c['source']}\n```")
             for o in c['outputs']:
                 data = o.get('data', {})
-                if o.get('output_type') == 'stream': parts.append('```\n' + ''.join(o['text']).rstrip() + '\n```')
+                if o.get('output_type') == 'stream':
+                    parts.append('```\n' + ''.join(o['text']).rstrip() + '\n```')
                 elif 'text/markdown' in data: parts.append(''.join(data['text/markdown']).strip())
-                elif 'text/plain' in data: parts.append('```\n' + ''.join(data['text/plain']).rstrip() + '\n```')
+                elif 'text/plain' in data:
+                    parts.append('```\n' + ''.join(data['text/plain']).rstrip() + '\n```')
     return '\n\n'.join(parts) + '\n'
 
 # ---------------------------------------------------------------- main
@@ -334,7 +385,11 @@ def main(argv=None):
     root = Path(__file__).resolve().parent.parent
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument('--dest', help='output folder (default: doc_path from settings.ini, `_docs`)')
-    p.add_argument('--readme', default=None, help='where to write README.md (default: the repo root); "" for none')
+    p.add_argument(
+        '--readme',
+        default=None,
+        help='where to write README.md (default: the repo root); "" for none',
+    )
     p.add_argument('--only_readme', action='store_true', help='write README.md only, not the site')
     p.add_argument('--nbs', help='notebooks folder (default: nbs_path from settings.ini)')
     a = p.parse_args(argv)
@@ -349,9 +404,13 @@ def main(argv=None):
         processed[rel] = process_nb(nbs/rel)
     readme = Path(a.readme) if a.readme else (None if a.readme == '' else root/'README.md')
     if readme is not None:
-        if readme_nb not in processed: sys.exit(f'{nbs/readme_nb} not found: cannot write README.md')
+        if readme_nb not in processed:
+            sys.exit(f'{nbs/readme_nb} not found: cannot write README.md')
         readme.parent.mkdir(parents=True, exist_ok=True)
-        readme.write_text(readme_text(processed[readme_nb], Path(os.path.relpath(nbs/readme_nb, root))), encoding='utf-8')
+        readme.write_text(
+            readme_text(processed[readme_nb], Path(os.path.relpath(nbs / readme_nb, root))),
+            encoding='utf-8',
+        )
         print(f'wrote {readme}', file=sys.stderr)
     if a.only_readme: return
     dest = Path(a.dest) if a.dest else Path(cfg.doc_path)

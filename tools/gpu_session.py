@@ -1,32 +1,47 @@
 """One prepared run on a lent GPU: the H200 measurements the open issues ask for, under one deadline.
 
-A lent GPU gives a session 15 minutes of device time, one command at most 10 minutes, and the model goes
-over in three copy runs first (`../shared/tools/device-prep` prints them). This script is the fourth run:
-phases in priority order, each a `flashspec` command in its own process with a timeout cut to the time
-left, everything written under `--out` as it finishes (a phase that fails or runs out of time leaves its
-log and whatever it wrote, and the next phase starts). Rehearse it on the CPU first (`--device cpu --tiny`).
+A lent GPU gives a session 15 minutes of device time, one command at most 10 minutes, and the model
+goes
+over in three copy runs first (`../shared/tools/device-prep` prints them). This script is the fourth
+run:
+phases in priority order, each a `flashspec` command in its own process with a timeout cut to the
+time
+left, everything written under `--out` as it finishes (a phase that fails or runs out of time leaves
+its
+log and whatever it wrote, and the next phase starts). Rehearse it on the CPU first (`--device cpu
+--tiny`).
 
 Phases (`--phases`, in this order by default):
-  bench-bf16   issue 12: hf, hf-static, ar, flashspec, flashspec-merged in bf16, the cost model's tree
-  train        issue 11: features of the target's own answers on the GPU, the feature drafter fine-tuned
-               from the shipped weights (or trained afresh) until a time limit (by which the learning rate has
-               annealed: `distill --time-limit`), its teacher-forced acceptance table stored in the weights;
+  bench-bf16   issue 12: hf, hf-static, ar, flashspec, flashspec-merged in bf16, the cost model's
+  tree
+  train        issue 11: features of the target's own answers on the GPU, the feature drafter
+  fine-tuned
+               from the shipped weights (or trained afresh) until a time limit (by which the
+               learning rate has
+               annealed: `distill --time-limit`), its teacher-forced acceptance table stored in the
+               weights;
                bring `train/draft.safetensors` back and measure it at home
-  batch        issue 14: 16 requests at batch 8 and 16 in bf16: Hugging Face's batched `generate` with its
-               static cache (left-padded) against flashspec's plain batched decoding, the cost model's tree and
-               per-request budgets (`generate_batch`); tokens/s, and outputs compared with Hugging Face's
+  batch        issue 14: 16 requests at batch 8 and 16 in bf16: Hugging Face's batched `generate`
+  with its
+               static cache (left-padded) against flashspec's plain batched decoding, the cost
+               model's tree and
+               per-request budgets (`generate_batch`); tokens/s, and outputs compared with Hugging
+               Face's
   bench-fp32   lossless on the GPU: hf against flashspec-merged in fp32, token for token
   bench-compiled  issue 12: ar and flashspec-merged with `--compile` (CUDA graphs), first-call times
 
 On the GPU machine, from the project root (after the three copy runs):
   . .dev/env.sh && python3 tools/gpu_session.py --out $OUT --budget 540
-A phase that does not finish in its share leaves what it wrote (bench: its journal, one line per answer;
-train: the draft, saved when its time limit stops it, and its log; checkpoints are removed once a draft exists).
+A phase that does not finish in its share leaves what it wrote (bench: its journal, one line per
+answer;
+train: the draft, saved when its time limit stops it, and its log; checkpoints are removed once a
+draft exists).
 To give the training the whole run:
   . .dev/env.sh && python3 tools/gpu_session.py --out $OUT --budget 540 --phases train
 Rehearsal here (a few minutes):
   .venv/bin/python tools/gpu_session.py --device cpu --tiny --out /tmp/gpu-rehearsal
 """
+
 import argparse, json, subprocess, sys, time
 from pathlib import Path
 
@@ -44,7 +59,8 @@ def plan(a) -> dict:
         "bench", "--device", dev, "--dtype", dtype, "--limit", n, "--max-new-tokens", new,
         "--methods", *methods, "--out", o/f"{name}.json", "--plot", o/f"{name}.png", *more)
     feats = Path(a.features)
-    if tiny:  # a few conversations of each source: the same code path at a size the CPU does in a minute
+    # a few conversations of each source: the same code path at a size the CPU does in a minute
+    if tiny:
         caps = [x for s in sources() for x in ("--cap", f"{s}=3")]
         held, size = 4, ["--steps", 6, "--train-batch-size", 2, "--ckpt-every", 3]
     else:
@@ -53,28 +69,105 @@ def plan(a) -> dict:
     init = [] if a.fresh else ["--init", shipped()]
     fresh = [] if not a.fresh else ["--draft-vocab", 8192]
     return {
-        "bench-bf16": ([bench("bench-bf16", "bfloat16", ["hf", "hf-static", "ar", "flashspec", "flashspec-merged"])],
-                       0.30),
+        "bench-bf16": (
+            [
+                bench(
+                    "bench-bf16",
+                    "bfloat16",
+                    ["hf", "hf-static", "ar", "flashspec", "flashspec-merged"],
+                )
+            ],
+            0.30,
+        ),
         # the cache first, so that training's time limit is set from the time left after it
-        "train": ([flashspec("distill", "--design", "eagle3", "--device", dev, "--out", o/"train", "--features", feats,
-                             *caps, "--features-only"),
-                   flashspec("distill", "--design", "eagle3", "--device", dev, "--out", o/"train", "--features", feats,
-                             *init, *fresh, *size, "--held-out", held, "--lr", a.lr, "--warmup", 20,
-                             "--ttt-steps", 3, "--w-kd", 0, "--time-limit", "{minutes}"),
-                   [sys.executable, __file__, "--table", o/"train", "--features", feats, "--device", dev,
-                    "--held-out", held]], 0.40),
-        "batch": ([[sys.executable, __file__, "--batch-phase", o/"batch.json", "--device", dev]
-                   + (["--tiny"] if tiny else [])], 0.12),
+        "train": (
+            [
+                flashspec(
+                    "distill",
+                    "--design",
+                    "eagle3",
+                    "--device",
+                    dev,
+                    "--out",
+                    o / "train",
+                    "--features",
+                    feats,
+                    *caps,
+                    "--features-only",
+                ),
+                flashspec(
+                    "distill",
+                    "--design",
+                    "eagle3",
+                    "--device",
+                    dev,
+                    "--out",
+                    o / "train",
+                    "--features",
+                    feats,
+                    *init,
+                    *fresh,
+                    *size,
+                    "--held-out",
+                    held,
+                    "--lr",
+                    a.lr,
+                    "--warmup",
+                    20,
+                    "--ttt-steps",
+                    3,
+                    "--w-kd",
+                    0,
+                    "--time-limit",
+                    "{minutes}",
+                ),
+                [
+                    sys.executable,
+                    __file__,
+                    "--table",
+                    o / "train",
+                    "--features",
+                    feats,
+                    "--device",
+                    dev,
+                    "--held-out",
+                    held,
+                ],
+            ],
+            0.40,
+        ),
+        "batch": (
+            [
+                [sys.executable, __file__, "--batch-phase", o / "batch.json", "--device", dev]
+                + (["--tiny"] if tiny else [])
+            ],
+            0.12,
+        ),
         "bench-fp32": ([bench("bench-fp32", "float32", ["hf", "flashspec-merged"])], 0.08),
         # a fixed tree: the cost model would compile every forward size it measures
-        "bench-compiled": ([bench("bench-compiled", "bfloat16", ["hf", "ar", "flashspec-merged"], "--compile",
-                                  "--depth", 3, "--width", 2)], 0.10),
+        "bench-compiled": (
+            [
+                bench(
+                    "bench-compiled",
+                    "bfloat16",
+                    ["hf", "ar", "flashspec-merged"],
+                    "--compile",
+                    "--depth",
+                    3,
+                    "--width",
+                    2,
+                )
+            ],
+            0.10,
+        ),
     }
 
 def sources() -> list[str]:
     "The distillation pool's sources (for the rehearsal's caps)."
     from flashspec.data import data_dir, DISTILL
-    return sorted({json.loads(l)["source"].split(":")[0] for l in open(data_dir()/DISTILL) if l.strip()})
+    return sorted(
+        {json.loads(l)["source"].split(":")[0] for l in open(data_dir() / DISTILL) if l.strip()}
+    )
 
 def shipped() -> str:
     "Path of the feature drafter shipped in the package."
@@ -83,33 +176,44 @@ def shipped() -> str:
     return str(WEIGHTS/EAGLE_WEIGHTS)
 
 def store_table(run:Path, features:Path, device:str, held_out:int):
-    "Measure the trained drafter's teacher-forced acceptance table on the held-out rows and store it in its weights."
+    """Measure the trained drafter's teacher-forced acceptance table on the held-out rows and store
+    it in its weights."""
     import torch
     from flashspec.models import load_target
     from flashspec.eagle import FeatureData, load_feature_drafter, rank_acceptance, store_acceptance
     w = run/"draft.safetensors"
     if not w.exists(): raise SystemExit(f"{w} is missing: training did not save a draft.")
     target, _ = load_target(dtype=torch.float32, device=device)
-    _, held = FeatureData(features).split(held_out)  # the rows `distill --held-out` kept out (the same draw)
+    # the rows `distill --held-out` kept out (the same draw)
+    _, held = FeatureData(features).split(held_out)
     P = rank_acceptance(load_feature_drafter(target, w), held)
     store_acceptance(w, P)
     print("held-out acceptance per step (rank 0):", [round(r[0], 3) for r in P])
 
 def hf_batched(model, prompts:list, B:int, n:int) -> tuple[list, float]:
-    "Hugging Face greedy `generate` with its static cache on left-padded batches of B: `(outputs, seconds)`."
+    """Hugging Face greedy `generate` with its static cache on left-padded batches of B: `(outputs,
+    seconds)`."""
     import torch
     from flashspec.kvcache import bucket_slots
     pad, eos = model.generation_config.pad_token_id or 0, model.generation_config.eos_token_id
     eos = set(eos if isinstance(eos, list) else [eos])
-    slots = bucket_slots(max(map(len, prompts)) + n)  # one cache size for every batch: one compiled graph
+    # one cache size for every batch: one compiled graph
+    slots = bucket_slots(max(map(len, prompts)) + n)
     outs, t0 = [], time.perf_counter()
     for s in range(0, len(prompts), B):
         chunk = prompts[s:s + B]; L = max(map(len, chunk))
         x = torch.tensor([[pad] * (L - len(p)) + p for p in chunk], device=model.device)
         att = torch.tensor([[0] * (L - len(p)) + [1] * len(p) for p in chunk], device=model.device)
         with torch.no_grad():
-            g = model.generate(input_ids=x, attention_mask=att, max_new_tokens=n, do_sample=False, pad_token_id=pad,
-                               cache_implementation="static", max_cache_len=slots)
+            g = model.generate(
+                input_ids=x,
+                attention_mask=att,
+                max_new_tokens=n,
+                do_sample=False,
+                pad_token_id=pad,
+                cache_implementation="static",
+                max_cache_len=slots,
+            )
         for row in g[:, L:].tolist():  # up to and with the first EOS, as flashspec returns it
             k = next((i for i, t in enumerate(row) if t in eos), None)
             outs.append(row if k is None else row[:k + 1])
@@ -117,7 +221,8 @@ def hf_batched(model, prompts:list, B:int, n:int) -> tuple[list, float]:
     return outs, time.perf_counter() - t0
 
 def batch_phase(path:Path, device:str, tiny:bool):
-    "Issue 14's batch table on this device, bf16: Hugging Face batched static against `generate_batch`."
+    """Issue 14's batch table on this device, bf16: Hugging Face batched static against
+    `generate_batch`."""
     import datetime, torch
     from flashspec.models import load_target, encode_chat, hardware
     from flashspec.data import read_prompts
@@ -134,21 +239,36 @@ def batch_phase(path:Path, device:str, tiny:bool):
         t0 = time.perf_counter()
         res = generate_batch(target, d, reqs, batch_size=B, tree=t, node_budget=budget)
         return [r.tokens for r in res], time.perf_counter() - t0
-    t0 = time.perf_counter(); hf_batched(target, ids[:2], 2, 4); first = time.perf_counter() - t0  # compiles
+    # compiles
+    t0 = time.perf_counter(); hf_batched(target, ids[:2], 2, 4); first = time.perf_counter() - t0
     fs(1, draft, tree)  # warm-up
     rows = []
-    for B in ((1, 2) if tiny else (8, 16)):  # batch 1 is the bench phases' (issue 14 asks for batch 8)
+    # batch 1 is the bench phases' (issue 14 asks for batch 8)
+    for B in ((1, 2) if tiny else (8, 16)):
         ref, sec = hf_batched(target, ids, B, n)
-        runs = {"hf-static, left-padded": (ref, sec), "flashspec plain": fs(B, None),
-                f"flashspec cost-model tree ({len(tree.index_paths()) + 1} nodes)": fs(B, draft, tree),
-                "flashspec per-request budgets, measured": fs(B, draft, tree, "auto")}
+        runs = {
+            "hf-static, left-padded": (ref, sec),
+            "flashspec plain": fs(B, None),
+            f"flashspec cost-model tree ({len(tree.index_paths()) + 1} nodes)": fs(B, draft, tree),
+            "flashspec per-request budgets, measured": fs(B, draft, tree, "auto"),
+        }
         for name, (outs, sec) in runs.items():
             rows.append(dict(B=B, method=name, tokens_per_s=sum(map(len, outs)) / sec,
                              same_as_hf=sum(o == r for o, r in zip(outs, ref)), requests=len(outs)))
             print(json.dumps(rows[-1]), flush=True)
-    path.write_text(json.dumps(dict(label=f"{datetime.date.today()}, {hardware(device)}, bf16, SmolLM2-135M-Instruct, "
-                                          f"shipped feature drafter, {len(ids)} Spec-Bench first turns, {n} new tokens",
-                                    hf_static_first_call_s=first, rows=rows), indent=1))
+    path.write_text(
+        json.dumps(
+            dict(
+                label=(
+                    f"{datetime.date.today()}, {hardware(device)}, bf16, SmolLM2-135M-Instruct, "
+                    f"shipped feature drafter, {len(ids)} Spec-Bench first turns, {n} new tokens"
+                ),
+                hf_static_first_call_s=first,
+                rows=rows,
+            ),
+            indent=1,
+        )
+    )
 
 def main(argv=None):
     "Run the phases in order under the budget (or, with an internal option, one step of a phase)."
@@ -157,16 +277,39 @@ def main(argv=None):
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--budget", type=float, default=540, help="seconds for all phases together")
     ap.add_argument("--phases", nargs="+", default=list(PHASES), choices=PHASES)
-    ap.add_argument("--tiny", action="store_true", help="the rehearsal: every phase at a size the CPU runs quickly")
-    ap.add_argument("--prompts", type=int, default=8,
-                    help="Spec-Bench questions per bench phase (taken round-robin over the categories)")
+    ap.add_argument(
+        "--tiny",
+        action="store_true",
+        help="the rehearsal: every phase at a size the CPU runs quickly",
+    )
+    ap.add_argument(
+        "--prompts",
+        type=int,
+        default=8,
+        help="Spec-Bench questions per bench phase (taken round-robin over the categories)",
+    )
     ap.add_argument("--max-new-tokens", type=int, default=96)
-    ap.add_argument("--features", default="/tmp/fs-features", help="feature cache folder (large: about 3.5 KB a token)")
-    ap.add_argument("--steps", type=int, default=20000,
-                    help="training steps at most (the time limit stops it first on a GPU; the rate anneals by then)")
+    ap.add_argument(
+        "--features",
+        default="/tmp/fs-features",
+        help="feature cache folder (large: about 3.5 KB a token)",
+    )
+    ap.add_argument(
+        "--steps",
+        type=int,
+        default=20000,
+        help=(
+            "training steps at most (the time limit stops it first on a GPU; the rate anneals by"
+            " then)"
+        ),
+    )
     ap.add_argument("--batch", type=int, default=32, help="training batch (conversations)")
     ap.add_argument("--lr", type=float, default=5e-4)
-    ap.add_argument("--fresh", action="store_true", help="train a new drafter instead of fine-tuning the shipped one")
+    ap.add_argument(
+        "--fresh",
+        action="store_true",
+        help="train a new drafter instead of fine-tuning the shipped one",
+    )
     ap.add_argument("--table", help=argparse.SUPPRESS)  # internal: store_table on this run folder
     ap.add_argument("--held-out", type=int, default=200, help=argparse.SUPPRESS)
     ap.add_argument("--batch-phase", help=argparse.SUPPRESS)  # internal: batch_phase into this JSON
@@ -179,7 +322,8 @@ def main(argv=None):
     for name in a.phases:
         cmds, share = steps[name]
         left = t_end - time.time()
-        limit = left if name == a.phases[-1] else min(share * a.budget, left)  # the last phase: all that is left
+        # the last phase: all that is left
+        limit = left if name == a.phases[-1] else min(share * a.budget, left)
         if limit < 20:
             summary.append(dict(phase=name, status="skipped: no time left"))
             (out/"session.json").write_text(json.dumps(summary, indent=1)); continue
@@ -188,17 +332,30 @@ def main(argv=None):
             for cmd in cmds:
                 rest = t0 + limit - time.time()
                 # a training time limit leaves room for the table and the copy back
-                cmd = [c.replace("{minutes}", f"{max(rest - 60, 10) / 60:.2f}") if isinstance(c, str) else str(c)
-                       for c in cmd]
+                cmd = [
+                    (
+                        c.replace("{minutes}", f"{max(rest - 60, 10) / 60:.2f}")
+                        if isinstance(c, str)
+                        else str(c)
+                    )
+                    for c in cmd
+                ]
                 log.write("$ " + " ".join(cmd) + "\n"); log.flush()
-                try: rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=max(rest, 1)).returncode
-                except subprocess.TimeoutExpired: rc, status = None, "timed out"
+                try:
+                    rc = subprocess.run(
+                        cmd, stdout=log, stderr=subprocess.STDOUT, timeout=max(rest, 1)
+                    ).returncode
+                except subprocess.TimeoutExpired:
+                    rc, status = None, "timed out"
                 if rc: status = f"failed (rc {rc})"
                 if status != "ok": break
-        summary.append(dict(phase=name, status=status, seconds=round(time.time() - t0, 1), limit=round(limit)))
+        summary.append(
+            dict(phase=name, status=status, seconds=round(time.time() - t0, 1), limit=round(limit))
+        )
         print(json.dumps(summary[-1]), flush=True)
         (out/"session.json").write_text(json.dumps(summary, indent=1))
-    if (out/"train"/"draft.safetensors").exists():  # the weights come back; checkpoints and features stay
+    # the weights come back; checkpoints and features stay
+    if (out/"train"/"draft.safetensors").exists():
         for f in (out/"train").iterdir():
             if f.name not in ("draft.safetensors", "log.json"): f.unlink()
     return 0

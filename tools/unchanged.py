@@ -21,7 +21,8 @@ def snapshot(d: Path) -> dict:
 def _diff(name, a: bytes, b: bytes, n=40) -> str:
     try: lines = list(difflib.unified_diff(a.decode().splitlines(), b.decode().splitlines(),
                                            f'{name} (before)', f'{name} (after)', lineterm='', n=1))
-    except UnicodeDecodeError: return f'  (binary: {hashlib.sha1(a).hexdigest()[:8]} -> {hashlib.sha1(b).hexdigest()[:8]})'
+    except UnicodeDecodeError:
+        return f'  (binary: {hashlib.sha1(a).hexdigest()[:8]} -> {hashlib.sha1(b).hexdigest()[:8]})'
     more = f'\n  ... {len(lines)-n} more diff lines' if len(lines) > n else ''
     return '\n'.join('  '+l for l in lines[:n]) + more
 
