@@ -21,7 +21,7 @@ from .decode import prefill_prompt, end_round, _eos_set, _as_drafter
 # %% auto #0
 __all__ = ['HEALTHY', 'Request', 'Result', 'drafter_factory', 'rows_view', 'acceptance_estimate', 'allocate_nodes',
            'batch_forward_ms', 'padded_budget', 'BatchDecoder', 'generate_batch', 'Conversation', 'step_acceptance',
-           'monitor', 'monitor_html']
+           'monitor', 'monitor_html', 'hf_generate_batched']
 
 # %% ../nbs/07e_batch.ipynb #945bb41f
 @dataclass
@@ -192,10 +192,9 @@ class BatchDecoder:
         self.target, self.B, self.max_len = target, batch_size, max_len
         self.layers, self.keep_features = tuple(layers), keep_features
         self.fwd = make_forward(target, engine, compile)  # prefills: eager
-        self.tree_fwd, self.n_pad = getattr(self.fwd, "compiled", self.fwd), (
-            n_pad if compile else 1
-        )
-        self.fixed = compile
+        self.tree_fwd = getattr(self.fwd, "compiled", self.fwd)
+        # compiled: fixed shapes, every row in every round and every tree padded to `n_pad` nodes
+        self.compiled, self.n_pad = compile, (n_pad if compile else 1)
         w = target.get_output_embeddings().weight
         self.dev, self.dt = w.device, (w.dtype if w.dtype.is_floating_point else torch.float32)
         self.cache = StaticKVCache(target, max_len, batch_size)
@@ -290,7 +289,7 @@ class BatchDecoder:
             drafts[b] = d; r.stats.draft_s += time.perf_counter() - t0
         t1 = time.perf_counter()
         # rows 0..hi-1 take part; free ones: root-only dummies
-        hi = self.B if self.fixed else max(live) + 1
+        hi = self.B if self.compiled else max(live) + 1
         dummy = compile_tree(())
         none = torch.zeros(1, dtype=torch.long)
         tb = batch_trees([drafts[b].tree if b in drafts else dummy for b in range(hi)],
@@ -658,3 +657,33 @@ def monitor_html(summary:dict, # what `monitor` returned
     out = "\n".join(parts)
     if path is not None: Path(path).write_text(out)
     return out
+
+# %% ../nbs/07e_batch.ipynb #8c5afd26
+@torch.no_grad()
+def hf_generate_batched(model, prompts:list, # token-id lists
+                        batch_size:int, max_new_tokens:int,
+                        static:bool=False, # Hugging Face's static cache (compiled on CUDA)
+                        cache_len:int|None=None, # static: one cache size for every batch
+                       ) -> tuple[list, list, float]:
+    """The plain batched baseline: Hugging Face greedy `generate` on left-padded batches of
+    `batch_size`, each output cut after its first EOS as `generate_batch` returns it; `(outputs,
+    latencies (s, per prompt: its batch's end), seconds)`."""
+    if batch_size < 1: raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
+    eos, dev = _eos_set(model, None), model.device
+    pad = model.generation_config.pad_token_id or 0
+    kw = dict(cache_implementation="static") if static else {}
+    if static and cache_len is not None: kw["max_cache_len"] = cache_len
+    outs, lat, t0 = [], [], time.perf_counter()
+    for s in range(0, len(prompts), batch_size):
+        chunk = prompts[s:s + batch_size]; L = max(map(len, chunk))
+        x = torch.tensor([[pad] * (L - len(p)) + list(p) for p in chunk], device=dev)  # (b, L)
+        att = torch.tensor([[0] * (L - len(p)) + [1] * len(p) for p in chunk], device=dev)
+        g = model.generate(input_ids=x, attention_mask=att, max_new_tokens=max_new_tokens,
+                           do_sample=False, pad_token_id=pad, **kw)
+        for row in g[:, L:].tolist():  # up to and with the first EOS
+            k = next((i for i, t in enumerate(row) if t in eos), None)
+            outs.append(row if k is None else row[:k + 1])
+        if dev.type == "cuda": torch.cuda.synchronize()
+        lat += [time.perf_counter() - t0] * len(chunk)
+    return outs, lat, time.perf_counter() - t0
+

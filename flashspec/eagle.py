@@ -17,11 +17,11 @@ from .decode import Drafter, TreeDrafter
 from .engine import Products
 
 # %% auto #0
-__all__ = ['EAGLE_WEIGHTS', 'aux_layers', 'answer_mask', 'last_rows', 'capped_rows', 'extract_features', 'FeatureDraft',
-           'ttt_forward', 'FeatureData', 'collate_features', 'ttt_loss', 'top_features', 'FeatureDrafter',
-           'cache_vocab', 'train_feature_drafter', 'load_feature_drafter', 'load_shipped_drafter', 'load_draft_file',
-           'slice_batch', 'train_slice_on_features', 'slice_agreement', 'rank_acceptance', 'store_acceptance',
-           'export_eagle3']
+__all__ = ['EAGLE_WEIGHTS', 'aux_layers', 'answer_mask', 'last_rows', 'pool_sources', 'capped_rows', 'extract_features',
+           'FeatureDraft', 'ttt_forward', 'FeatureData', 'collate_features', 'ttt_loss', 'top_features',
+           'FeatureDrafter', 'cache_vocab', 'train_feature_drafter', 'load_feature_drafter', 'load_shipped_drafter',
+           'load_draft_file', 'slice_batch', 'train_slice_on_features', 'slice_agreement', 'rank_acceptance',
+           'store_acceptance', 'export_eagle3']
 
 # %% ../nbs/07b_eagle.ipynb #14a8b421
 def aux_layers(n_layers:int) -> tuple[int, int, int]:
@@ -59,6 +59,14 @@ def last_rows(offsets:np.ndarray, conv:np.ndarray) -> np.ndarray:
     for i, c in enumerate(conv): last[int(c)] = i
     return np.array(sorted(last.values()), dtype=np.int64)
 
+def pool_sources(prompts:str|Path, # a JSONL prompt pool, one record with a `source` per line
+                ) -> list:
+    """Each line's source (`source` up to its first ':', so `gsm8k_train:12` is `gsm8k_train`),
+    None for a blank line; index = line number."""
+    # not splitlines(): a JSON string may hold U+2028 and its kin
+    lines = Path(prompts).read_text().split("\n")
+    return [json.loads(l)["source"].split(":")[0] if l.strip() else None for l in lines]
+
 def capped_rows(kd_path:str|Path, # the `kd_answers_*.npz`: its `conv` is a line number of `prompts`
                 # the JSONL pool those conversations came from (one `source` per line)
                 prompts:str|Path,
@@ -70,10 +78,7 @@ def capped_rows(kd_path:str|Path, # the `kd_answers_*.npz`: its `conv` is a line
     """The last row of each conversation, in a seeded shuffled order, at most `caps[source]` per
     source."""
     d = np.load(kd_path); conv = d["conv"]
-    # not splitlines(): a JSON string may hold U+2028 and its kin
-    lines = Path(prompts).read_text().split("\n")
-    # index = line number
-    src = [json.loads(l)["source"].split(":")[0] if l.strip() else None for l in lines]
+    src = pool_sources(prompts)  # index = line number
     unknown = set(caps) - set(src)
     if unknown:
         raise ValueError(

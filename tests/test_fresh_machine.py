@@ -1,5 +1,6 @@
-"""What a fresh clone on any x86 CPU must give: quiet commands, the API at the top of the package, no import cycle
-under the command line, and INT8 targets that stay batch-invariant whatever BLAS code path the CPU gets.
+"""What a fresh clone on any x86 CPU must give: quiet commands, the API at the top of the package,
+no import cycle under the command line, and INT8 targets that stay batch-invariant whatever BLAS
+code path the CPU gets.
 """
 
 import ast, os, subprocess, sys, textwrap
@@ -96,8 +97,8 @@ _CHECK = textwrap.dedent("""
         for _ in range(3):
             ids = torch.randint(4, 128, (12,), generator=g).tolist()
             plain, _ = generate(t, None, ids, 24, eos_token_id=[])
-            hf = t.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False, eos_token_id=None,
-                            pad_token_id=0)[0, 12:].tolist()
+            hf = t.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False,
+                            eos_token_id=None, pad_token_id=0)[0, 12:].tolist()
             tree, _ = generate(t, d, ids, 24, tree=TreeConfig(3, 2), eos_token_id=[])
             same.append(plain == hf and tree == plain)
         out[m] = dict(invariant=t.flashspec_batch_invariant, gap=t.flashspec_batch_gap, same=same,
@@ -110,8 +111,9 @@ _CHECK = textwrap.dedent("""
     "env", [{}, {"MKL_ENABLE_INSTRUCTIONS": "AVX2"}], ids=["native", "mkl-avx2"]
 )
 def test_int8_targets_stay_batch_invariant(env):
-    """MKL_ENABLE_INSTRUCTIONS=AVX2 gives MKL the code path it takes on AMD CPUs, where a matrix product of 8 rows
-    summed a row differently from a product of 1 row (so int8-rowwise lost batch invariance there).
+    """MKL_ENABLE_INSTRUCTIONS=AVX2 gives MKL the code path it takes on AMD CPUs, where a matrix
+    product of 8 rows summed a row differently from a product of 1 row (so int8-rowwise lost batch
+    invariance there).
     """
     import json
     r = run([sys.executable, "-c", _CHECK], env)

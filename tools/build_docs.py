@@ -266,21 +266,27 @@ PAGE = """<!DOCTYPE html>
 """
 
 CSS = """
-:root { --side: 250px; --toc: 220px; --fg: #212529; --muted: #6c757d; --line: #dee2e6; --accent: #2780e3; }
+:root { --side: 250px; --toc: 220px; --fg: #212529; --muted: #6c757d; --line: #dee2e6;
+  --accent: #2780e3; }
 * { box-sizing: border-box; }
-body { margin: 0; color: var(--fg); font: 16px/1.55 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif; }
+body { margin: 0; color: var(--fg);
+  font: 16px/1.55 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif; }
 a { color: var(--accent); text-decoration: none; } a:hover { text-decoration: underline; }
 #sidebar { position: fixed; top: 0; bottom: 0; left: 0; width: var(--side); overflow-y: auto;
-  padding: 1.2rem 1rem; background: #f8f9fa; border-right: 1px solid var(--line); font-size: .92rem; }
-#sidebar .site-title { display: block; font-size: 1.25rem; font-weight: 600; color: var(--fg); margin-bottom: 1rem; }
+  padding: 1.2rem 1rem; background: #f8f9fa; border-right: 1px solid var(--line);
+    font-size: .92rem; }
+#sidebar .site-title { display: block; font-size: 1.25rem; font-weight: 600; color: var(--fg);
+  margin-bottom: 1rem; }
 #sidebar ul { list-style: none; margin: 0; padding: 0; }
 #sidebar li a { display: block; padding: .28rem .5rem; border-radius: 4px; color: #343a40; }
 #sidebar li a.active { background: #e7f1fc; color: var(--accent); font-weight: 600; }
-#sidebar li.section > span { display: block; margin-top: .6rem; padding: .2rem .5rem; font-weight: 600; color: var(--muted); }
+#sidebar li.section > span { display: block; margin-top: .6rem; padding: .2rem .5rem;
+  font-weight: 600; color: var(--muted); }
 #sidebar li.section ul { padding-left: .6rem; }
 #content { margin-left: var(--side); max-width: 820px; padding: 1.5rem 2.5rem 4rem; }
 @media (min-width: 1280px) { #content { margin-right: var(--toc); } }
-#toc { position: fixed; top: 0; right: 0; width: var(--toc); padding: 1.5rem 1rem; font-size: .85rem; }
+#toc { position: fixed; top: 0; right: 0; width: var(--toc); padding: 1.5rem 1rem;
+  font-size: .85rem; }
 @media (max-width: 1279px) { #toc { display: none; } }
 #toc h2 { font-size: .9rem; margin: 0 0 .5rem; }
 #toc ul { list-style: none; margin: 0; padding: 0; border-left: 1px solid var(--line); }
@@ -288,21 +294,26 @@ a { color: var(--accent); text-decoration: none; } a:hover { text-decoration: un
 #toc a { color: var(--muted); }
 header .title { font-size: 2.2rem; margin: .3rem 0 .4rem; }
 header .description { color: var(--muted); font-size: 1.1rem; margin: 0 0 1.5rem; }
-h1, h2, h3, h4 { line-height: 1.25; } h2 { border-bottom: 1px solid var(--line); padding-bottom: .25rem; margin-top: 2rem; }
+h1, h2, h3, h4 { line-height: 1.25; } h2 { border-bottom: 1px solid var(--line);
+  padding-bottom: .25rem; margin-top: 2rem; }
 .anchor-link { visibility: hidden; margin-left: .3rem; font-size: .8em; }
-h1:hover .anchor-link, h2:hover .anchor-link, h3:hover .anchor-link, h4:hover .anchor-link { visibility: visible; }
+h1:hover .anchor-link, h2:hover .anchor-link,
+h3:hover .anchor-link, h4:hover .anchor-link { visibility: visible; }
 pre, code { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: .88em; }
 :not(pre) > code { background: #f1f3f5; padding: .1em .3em; border-radius: 3px; }
 .jp-InputArea-editor, .input_area, .highlight { background: #f8f9fa; border-radius: 4px; }
 .highlight pre, pre { margin: .6rem 0; padding: .7rem .9rem; overflow-x: auto; }
 .jp-Cell { margin: .4rem 0; }
-.jp-OutputArea-output pre { background: transparent; border-left: 3px solid var(--line); border-radius: 0; }
+.jp-OutputArea-output pre { background: transparent; border-left: 3px solid var(--line);
+  border-radius: 0; }
 .jp-RenderedText[data-mime-type="application/vnd.jupyter.stderr"] pre { background: #fff5f5; }
 img { max-width: 100%; height: auto; }
-table { border-collapse: collapse; margin: .8rem 0; font-size: .92rem; display: block; overflow-x: auto; }
+table { border-collapse: collapse; margin: .8rem 0; font-size: .92rem; display: block;
+  overflow-x: auto; }
 th, td { border: 1px solid var(--line); padding: .3rem .6rem; text-align: left; }
 thead th, th { background: #f1f3f5; }
-blockquote { margin: .5rem 0; padding: .2rem 1rem; border-left: 4px solid var(--line); color: #495057; }
+blockquote { margin: .5rem 0; padding: .2rem 1rem; border-left: 4px solid var(--line);
+  color: #495057; }
 hr { border: 0; border-top: 1px solid var(--line); margin: 1.5rem 0; }
 """
 

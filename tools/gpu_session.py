@@ -1,41 +1,33 @@
-"""One prepared run on a lent GPU: the H200 measurements the open issues ask for, under one deadline.
+"""One prepared run on a lent GPU: the H200 measurements the open issues ask for, under one
+deadline.
 
 A lent GPU gives a session 15 minutes of device time, one command at most 10 minutes, and the model
-goes
-over in three copy runs first (`../shared/tools/device-prep` prints them). This script is the fourth
-run:
-phases in priority order, each a `flashspec` command in its own process with a timeout cut to the
-time
-left, everything written under `--out` as it finishes (a phase that fails or runs out of time leaves
-its
-log and whatever it wrote, and the next phase starts). Rehearse it on the CPU first (`--device cpu
---tiny`).
+goes over in three copy runs first (`../shared/tools/device-prep` prints them). This script is the
+fourth run: phases in priority order, each a `flashspec` command in its own process with a timeout
+cut to the time left, everything written under `--out` as it finishes (a phase that fails or runs
+out of time leaves its log and whatever it wrote, and the next phase starts). Rehearse it on the CPU
+first (`--device cpu --tiny`).
 
 Phases (`--phases`, in this order by default):
   bench-bf16   issue 12: hf, hf-static, ar, flashspec, flashspec-merged in bf16, the cost model's
-  tree
+               tree
   train        issue 11: features of the target's own answers on the GPU, the feature drafter
-  fine-tuned
-               from the shipped weights (or trained afresh) until a time limit (by which the
-               learning rate has
-               annealed: `distill --time-limit`), its teacher-forced acceptance table stored in the
-               weights;
-               bring `train/draft.safetensors` back and measure it at home
+               fine-tuned from the shipped weights (or trained afresh) until a time limit (by which
+               the learning rate has annealed: `distill --time-limit`), its teacher-forced
+               acceptance table stored in the weights; bring `train/draft.safetensors` back and
+               measure it at home
   batch        issue 14: 16 requests at batch 8 and 16 in bf16: Hugging Face's batched `generate`
-  with its
-               static cache (left-padded) against flashspec's plain batched decoding, the cost
-               model's tree and
-               per-request budgets (`generate_batch`); tokens/s, and outputs compared with Hugging
-               Face's
+               with its static cache (left-padded) against flashspec's plain batched decoding, the
+               cost model's tree and per-request budgets (`generate_batch`); tokens/s, and outputs
+               compared with Hugging Face's
   bench-fp32   lossless on the GPU: hf against flashspec-merged in fp32, token for token
-  bench-compiled  issue 12: ar and flashspec-merged with `--compile` (CUDA graphs), first-call times
+  bench-compiled issue 12: ar and flashspec-merged with `--compile` (CUDA graphs), first-call times
 
 On the GPU machine, from the project root (after the three copy runs):
   . .dev/env.sh && python3 tools/gpu_session.py --out $OUT --budget 540
 A phase that does not finish in its share leaves what it wrote (bench: its journal, one line per
-answer;
-train: the draft, saved when its time limit stops it, and its log; checkpoints are removed once a
-draft exists).
+answer; train: the draft, saved when its time limit stops it, and its log; checkpoints are removed
+once a draft exists).
 To give the training the whole run:
   . .dev/env.sh && python3 tools/gpu_session.py --out $OUT --budget 540 --phases train
 Rehearsal here (a few minutes):
@@ -165,9 +157,8 @@ def plan(a) -> dict:
 def sources() -> list[str]:
     "The distillation pool's sources (for the rehearsal's caps)."
     from flashspec.data import data_dir, DISTILL
-    return sorted(
-        {json.loads(l)["source"].split(":")[0] for l in open(data_dir() / DISTILL) if l.strip()}
-    )
+    from flashspec.eagle import pool_sources
+    return sorted(set(pool_sources(data_dir() / DISTILL)) - {None})
 
 def shipped() -> str:
     "Path of the feature drafter shipped in the package."
@@ -190,35 +181,12 @@ def store_table(run:Path, features:Path, device:str, held_out:int):
     store_acceptance(w, P)
     print("held-out acceptance per step (rank 0):", [round(r[0], 3) for r in P])
 
-def hf_batched(model, prompts:list, B:int, n:int) -> tuple[list, float]:
-    """Hugging Face greedy `generate` with its static cache on left-padded batches of B: `(outputs,
-    seconds)`."""
-    import torch
-    from flashspec.kvcache import bucket_slots
-    pad, eos = model.generation_config.pad_token_id or 0, model.generation_config.eos_token_id
-    eos = set(eos if isinstance(eos, list) else [eos])
-    # one cache size for every batch: one compiled graph
-    slots = bucket_slots(max(map(len, prompts)) + n)
-    outs, t0 = [], time.perf_counter()
-    for s in range(0, len(prompts), B):
-        chunk = prompts[s:s + B]; L = max(map(len, chunk))
-        x = torch.tensor([[pad] * (L - len(p)) + p for p in chunk], device=model.device)
-        att = torch.tensor([[0] * (L - len(p)) + [1] * len(p) for p in chunk], device=model.device)
-        with torch.no_grad():
-            g = model.generate(
-                input_ids=x,
-                attention_mask=att,
-                max_new_tokens=n,
-                do_sample=False,
-                pad_token_id=pad,
-                cache_implementation="static",
-                max_cache_len=slots,
-            )
-        for row in g[:, L:].tolist():  # up to and with the first EOS, as flashspec returns it
-            k = next((i for i, t in enumerate(row) if t in eos), None)
-            outs.append(row if k is None else row[:k + 1])
-    if model.device.type == "cuda": torch.cuda.synchronize()
-    return outs, time.perf_counter() - t0
+def hf_batched(model, prompts:list, B:int, n:int, slots:int) -> tuple[list, float]:
+    """Hugging Face greedy `generate` with its static cache of `slots` on left-padded batches of B:
+    `(outputs, seconds)`."""
+    from flashspec.batch import hf_generate_batched
+    outs, _, secs = hf_generate_batched(model, prompts, B, n, static=True, cache_len=slots)
+    return outs, secs
 
 def batch_phase(path:Path, device:str, tiny:bool):
     """Issue 14's batch table on this device, bf16: Hugging Face batched static against
@@ -229,6 +197,7 @@ def batch_phase(path:Path, device:str, tiny:bool):
     from flashspec.eagle import load_shipped_drafter
     from flashspec.engine import auto_tree
     from flashspec.batch import generate_batch, Request
+    from flashspec.kvcache import bucket_slots
     target, tok = load_target(dtype=torch.bfloat16, device=device)
     draft = load_shipped_drafter(target)
     qs = read_prompts(limit=4 if tiny else 16)
@@ -239,13 +208,16 @@ def batch_phase(path:Path, device:str, tiny:bool):
         t0 = time.perf_counter()
         res = generate_batch(target, d, reqs, batch_size=B, tree=t, node_budget=budget)
         return [r.tokens for r in res], time.perf_counter() - t0
-    # compiles
-    t0 = time.perf_counter(); hf_batched(target, ids[:2], 2, 4); first = time.perf_counter() - t0
+    # one cache size for every batch; Hugging Face compiles once per batch size (on CUDA), so each
+    # size is warmed up on one batch of a few tokens before it is timed
+    slots = bucket_slots(max(map(len, ids)) + n)
     fs(1, draft, tree)  # warm-up
-    rows = []
+    rows, first = [], {}
     # batch 1 is the bench phases' (issue 14 asks for batch 8)
     for B in ((1, 2) if tiny else (8, 16)):
-        ref, sec = hf_batched(target, ids, B, n)
+        t0 = time.perf_counter(); hf_batched(target, ids[:B], B, 4, slots)
+        first[B] = time.perf_counter() - t0
+        ref, sec = hf_batched(target, ids, B, n, slots)
         runs = {
             "hf-static, left-padded": (ref, sec),
             "flashspec plain": fs(B, None),

@@ -1,23 +1,21 @@
-"""The data of the feature drafter's fine-tuning round 4 (nbs/07b_eagle.ipynb, *Fine-tuning, round 4*).
+"""The data of the feature drafter's fine-tuning round 4 (nbs/07b_eagle.ipynb, *Fine-tuning, round
+4*).
 
-    python tools/round4_data.py answer   # the pool's unanswered translation, QA and chat
-    conversations, answered
-    python tools/round4_data.py merge N  # those answers + N conversations of the shipped drafter's
-    own data
+    # the pool's unanswered translation, QA and chat conversations, answered:
+    python tools/round4_data.py answer
+    # those answers + N conversations of the shipped drafter's own data:
+    python tools/round4_data.py merge N
 
 `answer` has the embedded target answer, as the shared `kd_answers_smollm2-135m.npz` was made (bf16,
-greedy,
-`answer_conversations`, 384 prompt tokens, 256 new tokens, batches of 64), every conversation of the
-distillation pool that the shared file did not answer, of the kinds translation, QA and chat, except
-the 40 that
-07b holds for `chain_acceptance` (the first 8 unanswered ones of each of its five kinds);
-interleaved by kind, and
-saved in the shared file's format after every 64 conversations (it can be stopped at any time).
+greedy, `answer_conversations`, 384 prompt tokens, 256 new tokens, batches of 64), every
+conversation of the distillation pool that the shared file did not answer, of the kinds translation,
+QA and chat, except the 40 that 07b holds for `chain_acceptance` (the first 8 unanswered ones of
+each of its five kinds); interleaved by kind, and saved in the shared file's format after every 64
+conversations (it can be stopped at any time).
 `merge` writes one file of that format for `flashspec distill --kd`: the first N conversations of
-the shipped
-cache's order (`capped_rows` with its caps), none of the shipped drafter's 200 held-out rows, then
-the new
-conversations (last rows only: the feature cache reads each conversation's last row).
+the shipped cache's order (`capped_rows` with its caps), none of the shipped drafter's 200 held-out
+rows, then the new conversations (last rows only: the feature cache reads each conversation's last
+row).
 Both write under `~/.cache/flashspec/round4/`.
 """
 

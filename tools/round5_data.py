@@ -1,27 +1,22 @@
-"""The data of the feature drafter's fine-tuning round 5 (nbs/07b_eagle.ipynb, *Fine-tuning, round 5*).
+"""The data of the feature drafter's fine-tuning round 5 (nbs/07b_eagle.ipynb, *Fine-tuning, round
+5*).
 
-    python tools/round5_data.py answer N  # N summarization prompts over the target's own long
-    answers, answered
-    python tools/round5_data.py merge N   # those answers + N conversations of the shipped drafter's
-    own data
+    # N summarization prompts over the target's own long answers, answered:
+    python tools/round5_data.py answer N
+    # those answers + N conversations of the shipped drafter's own data:
+    python tools/round5_data.py merge N
 
 Spec-Bench's summarization prompts ask for a summary of a long text, and the distillation pool has
-almost none
-(20 CNN/DailyMail articles, 19 of them over its 384-token prompt limit). `answer` makes such prompts
-from text at
-hand: the embedded target's own long answers in the shared file (chat, Arena-Hard, OpenAssistant,
-Vicuna and
-self-instruct sources, 150 answer tokens or more, each used once), after one of a few summarization
-instructions, plus the pool's CNN/DailyMail articles but the 8 that
-07b holds for `chain_acceptance`. The target answers them as the shared file was made
-(bf16, greedy, `answer_conversations`, batches of 32), with a 768-token prompt limit and 160 new
-tokens, and the
-rows are saved in the shared file's format after every batch (it can be stopped at any time).
-Conversation ids
-are 100,000 + k, outside the pool's line numbers. `merge` writes one file for `flashspec distill
---kd`: the first
-N conversations of the shipped cache's order (none of the shipped drafter's 200 held-out rows), then
-the new ones.
+almost none (20 CNN/DailyMail articles, 19 of them over its 384-token prompt limit). `answer` makes
+such prompts from text at hand: the embedded target's own long answers in the shared file (chat,
+Arena-Hard, OpenAssistant, Vicuna and self-instruct sources, 150 answer tokens or more, each used
+once), after one of a few summarization instructions, plus the pool's CNN/DailyMail articles but the
+8 that 07b holds for `chain_acceptance`. The target answers them as the shared file was made (bf16,
+greedy, `answer_conversations`, batches of 32), with a 768-token prompt limit and 160 new tokens,
+and the rows are saved in the shared file's format after every batch (it can be stopped at any
+time). Conversation ids are 100,000 + k, outside the pool's line numbers.
+`merge` writes one file for `flashspec distill --kd`: the first N conversations of the shipped
+cache's order (none of the shipped drafter's 200 held-out rows), then the new ones.
 Both write under `~/.cache/flashspec/round5/`.
 """
 
