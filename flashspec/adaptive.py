@@ -99,11 +99,8 @@ def _use_tree(dr:TreeDrafter, tree, prefix:int):
     after `prefix` slots."""
     dr.tree = tree
     bias, pos = tree_bias(
-        torch.tensor([prefix]),
-        batch_trees([tree], [torch.zeros(tree.n_nodes, dtype=torch.long)]),
-        prefix,
-        dr._bias.shape[-1],
-        dr._bias.dtype,
+        torch.tensor([prefix]), batch_trees([tree], [torch.zeros(tree.n_nodes, dtype=torch.long)]),
+        prefix, dr._bias.shape[-1], dr._bias.dtype,
     )
     dr._bias = bias.to(dr._bias.device)                                  # (1, 1, N, S)
     if hasattr(dr, "_pos"): dr._pos = pos.to(dr._pos.device)            # (1, N)
@@ -142,9 +139,7 @@ class AdaptiveDrafter(Drafter):
         self.inner.tree = compile_tree(())  # root_logits then builds the root's rows only
         self.inner.max_nodes = self.max_nodes
         self.threshold, self.request, self._round = (
-            self.cfg.confidence_threshold,
-            self.request + 1,
-            0,
+            self.cfg.confidence_threshold, self.request + 1, 0,
         )
         self.window.clear()
 

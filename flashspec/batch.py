@@ -52,15 +52,9 @@ class Result:
         "A per-answer record in the format of `flashspec.bench`'s, which `monitor` reads."
         r = self.request
         rec = dict(
-            question_id=r.id,
-            category=r.category,
-            turn=r.turn,
-            method="flashspec-batch",
-            prompt_tokens=len(r.input_ids),
-            tokens=list(self.tokens),
-            error=self.error,
-            row=self.row,
-            latency_s=self.latency_s,
+            question_id=r.id, category=r.category, turn=r.turn, method="flashspec-batch",
+            prompt_tokens=len(r.input_ids), tokens=list(self.tokens), error=self.error,
+            row=self.row, latency_s=self.latency_s,
             seconds=self.stats.total_s if self.stats else None,
         )
         if self.stats is not None:
@@ -228,18 +222,8 @@ class BatchDecoder:
         st = DecodeStats()
         eos = _eos_set(self.target, req.eos_token_id)
         self.rows[b] = _Live(
-            index,
-            req,
-            drafter,
-            gen,
-            eos,
-            ids.clone(),
-            pending,
-            st,
-            t0,
-            self.rounds,
-            feats=list(parts) if self.keep_features else [],
-            cap=cap,
+            index, req, drafter, gen, eos, ids.clone(), pending, st, t0, self.rounds,
+            feats=list(parts) if self.keep_features else [], cap=cap,
         )
         st.prefill_s = time.perf_counter() - t0
 
@@ -254,13 +238,8 @@ class BatchDecoder:
             caps.append(t.n_nodes - 1); depth = max(depth, t.max_depth)
             width = max(width, max(len(c) for c in t.children))
         trees = allocate_nodes(
-            [acceptance_estimate(r.stats, window) for r in rs],
-            budget,
-            caps,
-            width,
-            depth,
-            padded=True,
-            min_value=min_value,
+            [acceptance_estimate(r.stats, window) for r in rs], budget, caps, width, depth,
+            padded=True, min_value=min_value,
         )
         for r, paths in zip(rs, trees): r.drafter.set_tree(paths)
 
@@ -336,16 +315,8 @@ class BatchDecoder:
                 if self.keep_features: r.feats.append(r.pending)
             sink = None if streamer is None else (lambda new, i=r.index: streamer(i, new))
             r.context, fin = end_round(
-                r.stats,
-                r.drafter,
-                drafts[b],
-                paths[b],
-                bonus[b],
-                r.out,
-                r.context,
-                r.request.max_new_tokens,
-                r.eos,
-                sink,
+                r.stats, r.drafter, drafts[b], paths[b], bonus[b], r.out, r.context,
+                r.request.max_new_tokens, r.eos, sink,
             )
             if fin: done.append(b)
         self.rounds += 1
@@ -552,13 +523,9 @@ def _metrics(recs, window, base) -> dict:
     steps = step_acceptance(acc, dep)
     tps = _tps(recs)
     m = dict(
-        requests=len(recs),
-        rounds=len(acc),
-        tokens_per_s=tps,
-        first_token_acceptance=steps[0],
+        requests=len(recs), rounds=len(acc), tokens_per_s=tps, first_token_acceptance=steps[0],
         mean_accepted_length=(sum(acc) + len(acc)) / len(acc) if acc else None,
-        step_acceptance=steps,
-        speedup=tps / base if tps and base else None,
+        step_acceptance=steps, speedup=tps / base if tps and base else None,
     )
     m["flags"] = [k for k, (lo, hi) in HEALTHY.items() if m[k] is not None and not lo <= m[k] <= hi]
     return m

@@ -25,15 +25,8 @@ __all__ = ['METHODS', 'run_method', 'bench', 'summarize', 'table', 'category_tab
 
 # %% ../nbs/08_bench.ipynb #ebae1835
 METHODS = (
-    "hf",
-    "hf-static",
-    "hf-assisted",
-    "hf-lookup",
-    "ar",
-    "flashspec",
-    "flashspec-lookup",
-    "flashspec-merged",
-    "flashspec-adaptive",
+    "hf", "hf-static", "hf-assisted", "hf-lookup", "ar", "flashspec", "flashspec-lookup",
+    "flashspec-merged", "flashspec-adaptive",
 )
 
 def _hf_kwargs(sampling:Sampling, max_new_tokens, target):
@@ -41,9 +34,7 @@ def _hf_kwargs(sampling:Sampling, max_new_tokens, target):
     if sampling.greedy: kw["do_sample"] = False
     else:
         kw.update(
-            do_sample=True,
-            temperature=sampling.temperature,
-            top_k=sampling.top_k or None,
+            do_sample=True, temperature=sampling.temperature, top_k=sampling.top_k or None,
             top_p=sampling.top_p,
         )
     return kw
@@ -105,16 +96,8 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int,
             if method == "flashspec-adaptive":
                 drafter = AdaptiveDrafter(drafter, adaptive or AdaptiveConfig())
         out, st = generate(
-            target,
-            drafter,
-            ids,
-            max_new_tokens,
-            sampling=sampling,
-            tree=tree,
-            seed=seed,
-            engine=engine,
-            compile=compile,
-            pad_nodes=pad_nodes,
+            target, drafter, ids, max_new_tokens, sampling=sampling, tree=tree, seed=seed,
+            engine=engine, compile=compile, pad_nodes=pad_nodes,
         )
     return out, st, time.perf_counter() - t0
 
@@ -126,29 +109,15 @@ def _fingerprint(model) -> dict|str|None:
         return None if model is None else type(model).__name__
     ps = list(model.parameters())
     return dict(
-        parameters=sum(p.numel() for p in ps),
-        dtype=str(ps[0].dtype),
+        parameters=sum(p.numel() for p in ps), dtype=str(ps[0].dtype),
         checksum=round(sum(float(torch.sum(p.detach(), dtype=torch.float64)) for p in ps), 6),
         vocab=None if getattr(model, "draft_vocab", None) is None else len(model.draft_vocab),
     )
 
 
 def _journal_config(
-    methods,
-    max_new_tokens,
-    sampling,
-    tree,
-    repeats,
-    max_prompt_tokens,
-    min_prob,
-    target,
-    draft,
-    engine,
-    compile,
-    adaptive=None,
-    pad_nodes=None,
-    store=None,
-    gate=None,
+    methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens, min_prob, target, draft,
+    engine, compile, adaptive=None, pad_nodes=None, store=None, gate=None,
 ) -> dict:
     "What must match for a journal to be resumed: the run's settings, the target and the draft."
     return json.loads(
@@ -184,8 +153,7 @@ def _store_config(store) -> dict:
     c = {k: v for k, v in vars(store).items() if isinstance(v, (int, float, str, bool))}
     corpus = getattr(store, "store", None)
     return dict(
-        kind=type(store).__name__,
-        **c,
+        kind=type(store).__name__, **c,
         **({} if corpus is None else dict(tokens=len(corpus.tokens))),
     )
 
@@ -240,21 +208,8 @@ def bench(
     # header line = the settings; then one record per answer, a question at a time
     if journal is not None:
         journal, config = Path(journal), _journal_config(
-            methods,
-            max_new_tokens,
-            sampling,
-            tree,
-            repeats,
-            max_prompt_tokens,
-            min_prob,
-            target,
-            draft,
-            engine,
-            compile,
-            adaptive,
-            pad_nodes,
-            store,
-            gate,
+            methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens, min_prob, target,
+            draft, engine, compile, adaptive, pad_nodes, store, gate,
         )
         if journal.exists(): records = _read_journal(journal, config, prompts, len(methods))
         # rewritten without any partly run question
@@ -269,14 +224,8 @@ def bench(
         len(encode_chat(tokenizer, q["turns"][:1], max_tokens=max_prompt_tokens)) for q in prompts
     )
     kw = dict(
-        min_prob=min_prob,
-        engine=engine,
-        compile=compile,
-        adaptive=adaptive,
-        pad_nodes=pad_nodes,
-        store=store,
-        gate=gate,
-        cache_len=bucket_slots(first + max_new_tokens),
+        min_prob=min_prob, engine=engine, compile=compile, adaptive=adaptive, pad_nodes=pad_nodes,
+        store=store, gate=gate, cache_len=bucket_slots(first + max_new_tokens),
     )
     # s of each method's warm-up call: where a method compiles, the compile is in it
     first_call = {}
@@ -293,21 +242,12 @@ def bench(
         for ti in range(len(q["turns"])):
             for m in order:
                 ids = encode_chat(
-                    tokenizer,
-                    q["turns"][: ti + 1],
-                    answers=history[m],
+                    tokenizer, q["turns"][: ti + 1], answers=history[m],
                     max_tokens=max_prompt_tokens,
                 )
                 runs = [
                     run_method(
-                        m,
-                        target,
-                        draft,
-                        ids,
-                        max_new_tokens,
-                        sampling,
-                        tree,
-                        seed=1000 * qi + ti,
+                        m, target, draft, ids, max_new_tokens, sampling, tree, seed=1000 * qi + ti,
                         **kw,
                     )
                     for _ in range(repeats)
@@ -356,15 +296,10 @@ def _agg(recs, hf_tps, hf_out, greedy):
         same = [r["tokens"] == hf_out.get((r["question_id"], r["turn"])) for r in recs]
         ident = sum(same) / len(same)
     out = dict(
-        answers=len(recs),
-        tokens=tok,
-        seconds=sec,
-        tokens_per_s=tps,
-        ms_per_token=1000 / tps if tps else None,
-        speedup_vs_hf=tps / hf_tps if hf_tps else None,
+        answers=len(recs), tokens=tok, seconds=sec, tokens_per_s=tps,
+        ms_per_token=1000 / tps if tps else None, speedup_vs_hf=tps / hf_tps if hf_tps else None,
         mean_accepted_tokens=tok / fw if spec and fw else None,
-        acceptance_rate=acc / dep if spec and dep else None,
-        identical_to_hf=ident,
+        acceptance_rate=acc / dep if spec and dep else None, identical_to_hf=ident,
     )
     if recs and "draft_s" in recs[0] and fw:
         out["round_ms"] = {k: 1000 * sum(r[k + "_s"] for r in recs) / fw
@@ -387,11 +322,8 @@ def summarize(
     )
     res = dict(
         meta=dict(
-            meta or {},
-            date=datetime.datetime.now().isoformat(timespec="seconds"),
-            sampling=vars(sampling),
-            torch=torch.__version__,
-            transformers=transformers.__version__,
+            meta or {}, date=datetime.datetime.now().isoformat(timespec="seconds"),
+            sampling=vars(sampling), torch=torch.__version__, transformers=transformers.__version__,
         ),
         methods={},
         per_category={},
@@ -580,13 +512,10 @@ def cmd_bench(args):
     prompts = read_prompts(args.prompts, categories=args.categories, limit=args.limit)
     s = Sampling(args.temperature, args.top_k, args.top_p)
     meta = dict(
-        hardware=hardware(args.device),
-        dtype=args.dtype,
-        model=args.target or "SmolLM2-135M-Instruct (embedded)",
-        draft=args.draft_name,
+        hardware=hardware(args.device), dtype=args.dtype,
+        model=args.target or "SmolLM2-135M-Instruct (embedded)", draft=args.draft_name,
         tree=dict(name=args.tree_name, paths=args.tree.index_paths(), min_prob=args.min_prob),
-        max_new_tokens=args.max_new_tokens,
-        prompts=str(args.prompts or "Spec-Bench"),
+        max_new_tokens=args.max_new_tokens, prompts=str(args.prompts or "Spec-Bench"),
         n_questions=len(prompts),
     )
     meta["quantize"] = getattr(args, "quantize", None)  # INT8 method applied to the target, or None
@@ -616,24 +545,10 @@ def cmd_bench(args):
     journal = Path(args.journal or args.out + ".journal.jsonl")
     if journal.exists(): print(f"resuming from {journal}", file=sys.stderr)
     res = bench(
-        target,
-        tok,
-        draft,
-        prompts,
-        args.methods,
-        args.max_new_tokens,
-        s,
-        args.tree,
-        args.repeats,
-        meta=meta,
-        min_prob=args.min_prob,
-        journal=journal,
-        engine=args.engine,
-        compile=args.compile,
-        adaptive=adaptive,
-        pad_nodes=getattr(args, "pad_nodes", None),
-        store=store,
-        gate=gate,
+        target, tok, draft, prompts, args.methods, args.max_new_tokens, s, args.tree, args.repeats,
+        meta=meta, min_prob=args.min_prob, journal=journal, engine=args.engine,
+        compile=args.compile, adaptive=adaptive, pad_nodes=getattr(args, "pad_nodes", None),
+        store=store, gate=gate,
     )
     atomic_write(args.out, lambda tmp: Path(tmp).write_text(json.dumps(res, indent=1)))
     journal.unlink()

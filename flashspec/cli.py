@@ -32,16 +32,8 @@ def cmd_generate(args):
         sys.stdout.write(text[len(printed):]); sys.stdout.flush(); printed = text
     s = Sampling(args.temperature, args.top_k, args.top_p)
     out, st = generate(
-        target,
-        make_drafter(draft, args),
-        ids,
-        args.max_new_tokens,
-        sampling=s,
-        seed=args.seed,
-        streamer=stream,
-        engine=args.engine,
-        compile=args.compile,
-        pad_nodes=args.pad_nodes,
+        target, make_drafter(draft, args), ids, args.max_new_tokens, sampling=s, seed=args.seed,
+        streamer=stream, engine=args.engine, compile=args.compile, pad_nodes=args.pad_nodes,
     )
     sys.stdout.write("\n")
     acc = "n/a" if st.acceptance_rate is None else f"{st.acceptance_rate:.2f}"
@@ -75,20 +67,9 @@ def cmd_demo(args):
         + ([] if adaptive is None or args.lookup else ["flashspec-adaptive"])
     )
     res = bench(
-        target,
-        tok,
-        draft,
-        prompts,
-        methods,
-        args.max_new_tokens,
-        tree=args.tree,
-        meta=dict(label=label),
-        min_prob=args.min_prob,
-        engine=args.engine,
-        compile=args.compile,
-        adaptive=adaptive,
-        pad_nodes=args.pad_nodes,
-        gate=merge_gate(args),
+        target, tok, draft, prompts, methods, args.max_new_tokens, tree=args.tree,
+        meta=dict(label=label), min_prob=args.min_prob, engine=args.engine, compile=args.compile,
+        adaptive=adaptive, pad_nodes=args.pad_nodes, gate=merge_gate(args),
     )
     print(table(res))
     bad = [m for m, r in res["methods"].items() if r["identical_to_hf"] != 1.0]

@@ -196,13 +196,8 @@ class ModelDrafter(TreeDrafter):
         idx = torch.tensor(nodes)
         slots = n - 1 + idx  # node i lives at slot n - 1 + i; the root (node 0) is slot n - 1
         return forward(
-            self.draft,
-            self.cache,
-            toks[idx][None],
-            self._pos[:, idx],
-            slots,
-            self._bias[:, :, idx],
-            head=self.head,
+            self.draft, self.cache, toks[idx][None], self._pos[:, idx], slots,
+            self._bias[:, :, idx], head=self.head,
         )[0]
 
 # %% ../nbs/07_decode.ipynb #857e9db3
@@ -566,21 +561,12 @@ class DecodeStats:
 
     def as_dict(self):
         return dict(
-            new_tokens=self.new_tokens,
-            target_forwards=self.target_forwards,
-            acceptance_rate=self.acceptance_rate,
-            mean_accepted_length=self.mean_accepted_length,
-            ms_per_token=self.ms_per_token,
-            prefill_s=self.prefill_s,
-            draft_s=self.draft_s,
-            forward_s=self.forward_s,
-            accept_s=self.accept_s,
-            commit_s=self.commit_s,
-            overhead_s=self.overhead_s,
-            total_s=self.total_s,
-            accepted=list(self.accepted),
-            nodes=list(self.nodes),
-            ranks=[list(r) for r in self.ranks],
+            new_tokens=self.new_tokens, target_forwards=self.target_forwards,
+            acceptance_rate=self.acceptance_rate, mean_accepted_length=self.mean_accepted_length,
+            ms_per_token=self.ms_per_token, prefill_s=self.prefill_s, draft_s=self.draft_s,
+            forward_s=self.forward_s, accept_s=self.accept_s, commit_s=self.commit_s,
+            overhead_s=self.overhead_s, total_s=self.total_s, accepted=list(self.accepted),
+            nodes=list(self.nodes), ranks=[list(r) for r in self.ranks],
         )
 
 # %% ../nbs/07_decode.ipynb #b4e9a34e
@@ -643,13 +629,9 @@ def prefill_prompt(
     if n <= n0: return None
     dev = cache.keys[0].device
     _, feats = fwd(
-        cache,
-        ids[None, n0:n].to(dev),
-        torch.arange(n0, n, device=dev)[None],
-        torch.arange(n0, n, device=dev),
-        causal_bias(cache, cache.lengths, n - n0, dtype).to(dev),
-        layers,
-        rows=torch.arange(0, device=dev),
+        cache, ids[None, n0:n].to(dev), torch.arange(n0, n, device=dev)[None],
+        torch.arange(n0, n, device=dev), causal_bias(cache, cache.lengths, n - n0, dtype).to(dev),
+        layers, rows=torch.arange(0, device=dev),
     )
     cache.lengths += n - n0
     return None if feats is None else feats[0]

@@ -108,14 +108,8 @@ def answer_batch(target, prompts:list[list[int]], # prompt token ids
             ids[r, L - len(prompts[i]):] = torch.tensor(prompts[i])
             att[r, L - len(prompts[i]):] = 1
         gen = target.generate(
-            input_ids=ids.to(dev),
-            attention_mask=att.to(dev),
-            max_new_tokens=max_new_tokens,
-            do_sample=False,
-            pad_token_id=pad_id,
-            top_p=None,
-            top_k=None,
-            temperature=None,
+            input_ids=ids.to(dev), attention_mask=att.to(dev), max_new_tokens=max_new_tokens,
+            do_sample=False, pad_token_id=pad_id, top_p=None, top_k=None, temperature=None,
         )
         for r, i in enumerate(idx): out[i] = _cut_at_eos(gen[r, L:].tolist(), eos)
     return out
@@ -158,9 +152,7 @@ def answer_conversations(target, tok, convs:list[dict], # rows with `turns` (and
             answers[i].append(tok.decode(out, skip_special_tokens=True))
             rows.append(
                 dict(
-                    id=str(convs[i].get("question_id", i)),
-                    turn=j,
-                    input_ids=ids + out,
+                    id=str(convs[i].get("question_id", i)), turn=j, input_ids=ids + out,
                     n_prompt=len(ids),
                 )
             )
@@ -290,11 +282,8 @@ def make_text_data(target, tok, out:str|Path, prompts:str|Path|None=None,
                    max_tokens:int=384, topk:int=64, shard_size:int=256, progress:bool=True):
     "The target's top-k over existing conversation text (no generation), as a `datasets` Dataset."
     return _sharded(
-        Path(out),
-        pool_slice(prompts, start, stop),
-        lambda cs: topk_pass(target, text_rows(tok, cs, max_tokens), topk),
-        shard_size,
-        progress,
+        Path(out), pool_slice(prompts, start, stop),
+        lambda cs: topk_pass(target, text_rows(tok, cs, max_tokens), topk), shard_size, progress,
         "text data",
     )
 
@@ -496,11 +485,7 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
         if acc.is_main_process:
             w = {k: p.detach().cpu().clone() for k, p in zip(names, params)}
             state = dict(
-                step=step,
-                names=names,
-                weights=w,
-                opt=opt.state_dict(),
-                sched=sched.state_dict(),
+                step=step, names=names, weights=w, opt=opt.state_dict(), sched=sched.state_dict(),
                 log=log,
             )
             atomic_write(ck, lambda tmp: torch.save(state, tmp))
@@ -546,17 +531,9 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
             raw,
             out / "draft.safetensors",
             dict(
-                meta or {},
-                n_layers=raw.config.num_hidden_layers,
-                trainable=json.dumps(names),
-                steps=done,
-                planned_steps=steps,
-                batch_size=batch_size,
-                lr=lr,
-                w_ce=w_ce,
-                w_kd=w_kd,
-                T=T,
-                seed=seed,
+                meta or {}, n_layers=raw.config.num_hidden_layers, trainable=json.dumps(names),
+                steps=done, planned_steps=steps, batch_size=batch_size, lr=lr, w_ce=w_ce, w_kd=w_kd,
+                T=T, seed=seed,
             ),
             vocab=vocab,
         )
@@ -619,8 +596,7 @@ def _data_args(p):
     p.add_argument("--prompts", help="JSONL prompt pool (default: the shared distillation pool)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument(
-        "--n-prompts",
-        type=int,
+        "--n-prompts", type=int,
         help="conversations to answer, spread over categories (default: all)",
     )
     p.add_argument("--max-prompt-tokens", type=int, default=384)
@@ -629,9 +605,7 @@ def _data_args(p):
     p.add_argument("--batch-size", type=int, default=16, help="generation batch")
     p.add_argument("--shard-size", type=int, default=64)
     p.add_argument(
-        "--text-prompts",
-        type=int,
-        default=0,
+        "--text-prompts", type=int, default=0,
         help="also teacher-force this many further pool conversations (existing text): OUT/text",
     )
     p.add_argument("--data-dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
@@ -650,16 +624,8 @@ def cmd_distill_data(args):
     target, tok = load_target(args.target, dtype=args.data_dtype, device=args.device)
     t0 = time.time()
     ds = make_distill_data(
-        target,
-        tok,
-        Path(args.out) / "answers",
-        args.prompts,
-        args.n_prompts,
-        args.max_prompt_tokens,
-        args.max_new_tokens,
-        args.topk,
-        args.shard_size,
-        args.batch_size,
+        target, tok, Path(args.out) / "answers", args.prompts, args.n_prompts,
+        args.max_prompt_tokens, args.max_new_tokens, args.topk, args.shard_size, args.batch_size,
     )
     n_ans = sum(len(x) - p for x, p in zip(ds["input_ids"], ds["n_prompt"]))
     print(
@@ -669,14 +635,8 @@ def cmd_distill_data(args):
     if args.text_prompts:
         t0, n0 = time.time(), args.n_prompts or 0
         tx = make_text_data(
-            target,
-            tok,
-            Path(args.out) / "text",
-            args.prompts,
-            n0,
-            n0 + args.text_prompts,
-            args.max_prompt_tokens,
-            args.topk,
+            target, tok, Path(args.out) / "text", args.prompts, n0, n0 + args.text_prompts,
+            args.max_prompt_tokens, args.topk,
         )
         n_tx = sum(len(x) - p for x, p in zip(tx["input_ids"], tx["n_prompt"]))
         print(
@@ -730,11 +690,7 @@ def cmd_distill_features(args):
     )
     import numpy as np
     from flashspec.eagle import (
-        extract_features,
-        FeatureData,
-        cache_vocab,
-        train_feature_drafter,
-        train_slice_on_features,
+        extract_features, FeatureData, cache_vocab, train_feature_drafter, train_slice_on_features,
         capped_rows,
     )
 
@@ -781,14 +737,8 @@ def cmd_distill_features(args):
     )
     if args.design == "eagle3":
         _, log = train_feature_drafter(
-            target,
-            train,
-            args.out,
-            ttt_steps=args.ttt_steps,
-            step_decay=args.step_decay,
-            w_feat=args.w_feat,
-            init=args.init,
-            **common,
+            target, train, args.out, ttt_steps=args.ttt_steps, step_decay=args.step_decay,
+            w_feat=args.w_feat, init=args.init, **common,
         )
     else:
         _, log = train_slice_on_features(
@@ -820,11 +770,8 @@ def cmd_distill(args):
     draft = make_draft(target, args.design, args.layers)
     argv = getattr(args, "argv", None) or sys.argv[1:]
     meta = dict(
-        design=args.design,
-        n_base=args.layers,
-        target_fingerprint=target_fingerprint(target),
-        data=" ".join(map(str, data)),
-        examples=len(ds),
+        design=args.design, n_base=args.layers, target_fingerprint=target_fingerprint(target),
+        data=" ".join(map(str, data)), examples=len(ds),
         command=" ".join(["flashspec"] + list(argv)),
     )
     vocab = (
@@ -833,21 +780,9 @@ def cmd_distill(args):
         else None
     )
     log = train_draft(
-        draft,
-        ds,
-        args.out,
-        steps=args.steps,
-        batch_size=args.train_batch_size,
-        lr=args.lr,
-        warmup=args.warmup,
-        w_ce=args.w_ce,
-        w_kd=args.w_kd,
-        T=args.T,
-        ckpt_every=args.ckpt_every,
-        seed=args.seed,
-        mixed_precision=args.mixed_precision,
-        meta=meta,
-        vocab=vocab,
+        draft, ds, args.out, steps=args.steps, batch_size=args.train_batch_size, lr=args.lr,
+        warmup=args.warmup, w_ce=args.w_ce, w_kd=args.w_kd, T=args.T, ckpt_every=args.ckpt_every,
+        seed=args.seed, mixed_precision=args.mixed_precision, meta=meta, vocab=vocab,
         time_limit=_seconds(args.time_limit),
     )
     if param_hashes(target) != before:
@@ -874,8 +809,7 @@ def add_cli(subparsers):
     )
     _data_args(p)
     p.add_argument(
-        "--data",
-        nargs="+",
+        "--data", nargs="+",
         help="folders from distill-data (OUT/answers, OUT/text); default: make them in OUT",
     )
     p.add_argument(
@@ -931,18 +865,14 @@ def add_cli(subparsers):
         "--topk-features", type=int, default=8, help="target logits kept per position in the cache"
     )
     g.add_argument(
-        "--ttt-steps",
-        type=int,
-        default=3,
+        "--ttt-steps", type=int, default=3,
         help="draft steps unrolled in training (training-time test)",
     )
     g.add_argument(
         "--step-decay", type=float, default=0.8, help="loss weight of step s: decay ** (s - 1)"
     )
     g.add_argument(
-        "--w-feat",
-        type=float,
-        default=0.0,
+        "--w-feat", type=float, default=0.0,
         help="weight of the SmoothL1 feature term (EAGLE-1/2); 0 = none",
     )
     g.add_argument("--held-out", type=int, default=200,
@@ -957,8 +887,7 @@ def add_cli(subparsers):
         ),
     )
     g.add_argument(
-        "--features-only",
-        action="store_true",
+        "--features-only", action="store_true",
         help="make the feature cache, then stop (no training)",
     )
     g.add_argument(
@@ -1041,10 +970,8 @@ def _acceptance_summary(c:dict) -> dict:
         first_token=c["first"] / max(c["rounds"], 1),
         acceptance_rate=c["accepted"] / max(c["depth"], 1),
         mean_accepted_length=c["tokens"] / max(c["forwards"], 1),
-        ms_per_token=1000 * c["seconds"] / max(c["tokens"], 1),
-        tokens=c["tokens"],
-        step_acceptance=steps,
-        counts=c,
+        ms_per_token=1000 * c["seconds"] / max(c["tokens"], 1), tokens=c["tokens"],
+        step_acceptance=steps, counts=c,
     )
 
 def pool_acceptance(results:list[dict]) -> dict:

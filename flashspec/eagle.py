@@ -123,14 +123,8 @@ def extract_features(
     N, layers = int(starts[-1]), aux_layers(target.config.num_hidden_layers)
     width = len(layers) * target.config.hidden_size
     meta = dict(
-        source=str(kd_path),
-        rows=len(rows),
-        tokens=N,
-        layers=list(layers),
-        k=k,
-        width=width,
-        dtype=str(target.get_output_embeddings().weight.dtype),
-        fingerprint=_fingerprint(target),
+        source=str(kd_path), rows=len(rows), tokens=N, layers=list(layers), k=k, width=width,
+        dtype=str(target.get_output_embeddings().weight.dtype), fingerprint=_fingerprint(target),
     )
     mf, pf = out/"meta.json", out/"progress.json"
     fresh = not mf.exists()
@@ -245,21 +239,15 @@ class FeatureDraft(nn.Module):
         # the target's own modules, held outside this module's parameters (a plain dict is not
         # registered)
         self.target_parts = dict(
-            embed=target.get_input_embeddings(),
-            norm=target.get_decoder().norm,
-            rotary=target.get_decoder().rotary_emb,
-            head=target.get_output_embeddings(),
+            embed=target.get_input_embeddings(), norm=target.get_decoder().norm,
+            rotary=target.get_decoder().rotary_emb, head=target.get_output_embeddings(),
         )
         # (S, d): indexing copies the rows
         self.register_buffer("head_w", W.detach()[v.to(W.device)], persistent=False)
         self.config = LlamaConfig(
             **{
-                **tc.to_dict(),
-                "num_hidden_layers": 1,
-                "architectures": ["LlamaForCausalLMEagle3"],
-                "draft_vocab_size": len(v),
-                "target_hidden_size": d,
-                "tie_word_embeddings": False,
+                **tc.to_dict(), "num_hidden_layers": 1, "architectures": ["LlamaForCausalLMEagle3"],
+                "draft_vocab_size": len(v), "target_hidden_size": d, "tie_word_embeddings": False,
             }
         )
         self.to(W.device, W.dtype if W.dtype.is_floating_point else torch.float32)
@@ -390,10 +378,8 @@ def collate_features(rows:list[dict], device=None, dtype=torch.float32) -> dict:
     F_, k = rows[0]["feats"].shape[1], rows[0]["top_ids"].shape[1]
     out = dict(
         feats=torch.zeros(B, L, F_, dtype=torch.bfloat16),
-        tokens=torch.zeros(B, L, dtype=torch.long),
-        valid=torch.zeros(B, L, dtype=torch.bool),
-        mask=torch.zeros(B, L, dtype=torch.bool),
-        top_ids=torch.zeros(B, L, k, dtype=torch.long),
+        tokens=torch.zeros(B, L, dtype=torch.long), valid=torch.zeros(B, L, dtype=torch.bool),
+        mask=torch.zeros(B, L, dtype=torch.bool), top_ids=torch.zeros(B, L, k, dtype=torch.long),
         top_vals=torch.zeros(B, L, k),
     )
     for b, r in enumerate(rows):
@@ -457,8 +443,7 @@ def ttt_loss(fd:FeatureDraft, batch:dict, steps:int=3, # draft steps unrolled
     loss = total / max(wsum, 1e-9) if wsum else outs[0].sum() * 0.0
     if parts:
         return loss, dict(
-            info,
-            ce=sum(v for k, v in info.items() if k.startswith("ce")) / max(len(outs), 1),
+            info, ce=sum(v for k, v in info.items() if k.startswith("ce")) / max(len(outs), 1),
             kl=sum(v for k, v in info.items() if k.startswith("kl")) / max(len(outs), 1),
         )
     return loss
@@ -542,9 +527,7 @@ class FeatureDrafter(TreeDrafter):
         # (its root stands on the last committed entry, n - 2, which every node sees)
         self._bias, _ = tree_bias(
             torch.tensor([self.n - 1]),
-            batch_trees([self.tree], [torch.zeros(N, dtype=torch.long)]),
-            self.n - 1,
-            self.S,
+            batch_trees([self.tree], [torch.zeros(N, dtype=torch.long)]), self.n - 1, self.S,
             self.K.dtype,
         )
         return fd.logits(self._out[0])[0, 0]
@@ -624,36 +607,15 @@ def train_feature_drafter(
         if w_feat: b["top"] = top_features(target, b["feats"], b["valid"], m.layers)
         return ttt_loss(m, b, ttt_steps, w_ce, w_kd, T, step_decay, parts=True, w_feat=w_feat)
     meta = dict(
-        meta or {},
-        design="eagle3",
-        layers=json.dumps(list(fd.layers)),
-        target_fingerprint=target_fingerprint(target),
-        ttt_steps=ttt_steps,
-        step_decay=step_decay,
-        w_feat=w_feat,
-        cache=str(data.folder),
-        rows=len(data),
+        meta or {}, design="eagle3", layers=json.dumps(list(fd.layers)),
+        target_fingerprint=target_fingerprint(target), ttt_steps=ttt_steps, step_decay=step_decay,
+        w_feat=w_feat, cache=str(data.folder), rows=len(data),
     )
     log = train_draft(
-        fd,
-        data,
-        out,
-        steps=steps,
-        batch_size=batch_size,
-        lr=lr,
-        warmup=warmup,
-        w_ce=w_ce,
-        w_kd=w_kd,
-        T=T,
-        seed=seed,
-        mixed_precision=mixed_precision,
-        meta=meta,
-        vocab=None if vocab is None and init is None else fd.vocab,
-        ckpt_every=ckpt_every,
-        time_limit=time_limit,
-        progress=progress,
-        on_step=on_step,
-        step_fn=step_fn,
+        fd, data, out, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, w_ce=w_ce,
+        w_kd=w_kd, T=T, seed=seed, mixed_precision=mixed_precision, meta=meta,
+        vocab=None if vocab is None and init is None else fd.vocab, ckpt_every=ckpt_every,
+        time_limit=time_limit, progress=progress, on_step=on_step, step_fn=step_fn,
     )
     if param_hashes(target) != before:
         raise RuntimeError("Training changed the target's parameters.")
@@ -719,10 +681,7 @@ def slice_batch(rows:list[dict]) -> dict:
         idx.append(ti[m])
         vals.append(torch.from_numpy(np.asarray(r["top_vals"], dtype=np.float32))[m])
     return dict(
-        input_ids=ids,
-        attention_mask=att,
-        labels=lab,
-        topk_values=torch.cat(vals),
+        input_ids=ids, attention_mask=att, labels=lab, topk_values=torch.cat(vals),
         topk_indices=torch.cat(idx),
     )
 
@@ -744,41 +703,17 @@ def train_slice_on_features(
     before = param_hashes(target)
     def step_fn(m, rows, device):
         return step_loss(
-            m,
-            {k: v.to(device) for k, v in slice_batch(rows).items()},
-            None,
-            w_ce,
-            w_kd,
-            T,
+            m, {k: v.to(device) for k, v in slice_batch(rows).items()}, None, w_ce, w_kd, T,
             parts=True,
         )
     meta = dict(
-        meta or {},
-        design=design,
-        n_base=n_layers,
-        target_fingerprint=target_fingerprint(target),
-        cache=str(data.folder),
-        rows=len(data),
+        meta or {}, design=design, n_base=n_layers, target_fingerprint=target_fingerprint(target),
+        cache=str(data.folder), rows=len(data),
     )
     log = train_draft(
-        draft,
-        data,
-        out,
-        steps=steps,
-        batch_size=batch_size,
-        lr=lr,
-        warmup=warmup,
-        w_ce=w_ce,
-        w_kd=w_kd,
-        T=T,
-        seed=seed,
-        mixed_precision=mixed_precision,
-        meta=meta,
-        vocab=vocab,
-        ckpt_every=ckpt_every,
-        time_limit=time_limit,
-        progress=progress,
-        on_step=on_step,
+        draft, data, out, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, w_ce=w_ce,
+        w_kd=w_kd, T=T, seed=seed, mixed_precision=mixed_precision, meta=meta, vocab=vocab,
+        ckpt_every=ckpt_every, time_limit=time_limit, progress=progress, on_step=on_step,
         step_fn=step_fn,
     )
     if param_hashes(target) != before:
@@ -850,8 +785,7 @@ def export_eagle3(fd:FeatureDraft, folder:str|Path, dtype=torch.bfloat16) -> Pat
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
     c = lambda t: t.detach().to(dtype).cpu().contiguous()
     sd = {
-        "fc.weight": c(fd.fc.weight),
-        "norm.weight": c(fd.target_parts["norm"].weight),
+        "fc.weight": c(fd.fc.weight), "norm.weight": c(fd.target_parts["norm"].weight),
         "lm_head.weight": c(fd.head_w),
     }
     for name in ("hidden_norm", "input_layernorm", "post_attention_layernorm"):
@@ -866,11 +800,8 @@ def export_eagle3(fd:FeatureDraft, folder:str|Path, dtype=torch.bfloat16) -> Pat
     atomic_write(folder/"model.safetensors", lambda t: save_file(sd, t, metadata={"format": "pt"}))
     cfg = fd.config.to_dict()
     cfg.update(
-        architectures=["LlamaForCausalLMEagle3"],
-        num_hidden_layers=1,
-        draft_vocab_size=len(v),
-        target_hidden_size=fd.d,
-        tie_word_embeddings=False,
+        architectures=["LlamaForCausalLMEagle3"], num_hidden_layers=1, draft_vocab_size=len(v),
+        target_hidden_size=fd.d, tie_word_embeddings=False,
         torch_dtype=str(dtype).replace("torch.", ""),
     )
     for k in ("layer_types", "dtype"): cfg.pop(k, None)

@@ -142,10 +142,7 @@ class NativeForward:
             )
         self.model, dec = model, model.get_decoder()
         self.embed, self.layers, self.norm, self.rotary = (
-            dec.embed_tokens,
-            dec.layers,
-            dec.norm,
-            dec.rotary_emb,
+            dec.embed_tokens, dec.layers, dec.norm, dec.rotary_emb,
         )
         self.head = model.get_output_embeddings()
         self.products = Products(model, matmul, max_pick)
@@ -197,8 +194,7 @@ class NativeForward:
             a, h = layer.self_attn, layer.input_layernorm(x)
             shape = (B, T, -1, a.head_dim)
             q, k, v = (
-                lin(a.q_proj, h).view(shape),
-                lin(a.k_proj, h).view(shape),
+                lin(a.q_proj, h).view(shape), lin(a.k_proj, h).view(shape),
                 lin(a.v_proj, h).view(shape),
             )
             # Qwen3: per-head norms before RoPE
@@ -310,12 +306,8 @@ class HFForward:
         cache._slots = slots
         try:
             out = self.model(
-                input_ids=tokens,
-                position_ids=positions,
-                attention_mask=bias,
-                cache=cache,
-                use_cache=True,
-                output_hidden_states=bool(layers),
+                input_ids=tokens, position_ids=positions, attention_mask=bias, cache=cache,
+                use_cache=True, output_hidden_states=bool(layers),
             )
         finally:
             cache._slots = None
@@ -507,9 +499,7 @@ def tree_costs(
     busy = [check()]  # before, and after (below)
     bar = tqdm(
         total=rounds * len(sizes) + len(depths),
-        desc="measuring this machine's costs (cached after)",
-        disable=not progress,
-        leave=False,
+        desc="measuring this machine's costs (cached after)", disable=not progress, leave=False,
         file=sys.stderr,
     )
     times = {n: [] for n in sizes}

@@ -29,14 +29,11 @@ def adaptive_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
         "adaptive drafting", "confidence-driven tree length and width (see flashspec.adaptive)"
     )
     g.add_argument(
-        "--adaptive",
-        action="store_true",
+        "--adaptive", action="store_true",
         help="grow each tree by the draft's confidence instead of the fixed --depth x --width tree",
     )
     g.add_argument(
-        "--min-draft-length",
-        type=int,
-        default=d.min_draft_length,
+        "--min-draft-length", type=int, default=d.min_draft_length,
         help="the best chain is at least this deep",
     )
     g.add_argument(
@@ -45,20 +42,15 @@ def adaptive_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
     g.add_argument("--confidence-threshold", type=float, default=d.confidence_threshold,
                    help="starting threshold on a node's path probability under the draft")
     g.add_argument(
-        "--acceptance-window",
-        type=int,
-        default=d.acceptance_window,
+        "--acceptance-window", type=int, default=d.acceptance_window,
         help="rounds the threshold adapts over",
     )
     g.add_argument(
-        "--threshold-step",
-        type=float,
-        default=d.threshold_step,
+        "--threshold-step", type=float, default=d.threshold_step,
         help="how far the threshold moves per round",
     )
     g.add_argument(
-        "--no-adaptive-threshold",
-        action="store_true",
+        "--no-adaptive-threshold", action="store_true",
         help="keep the threshold at --confidence-threshold",
     )
     g.add_argument("--marginal-acceptance", type=float, default=d.marginal_acceptance,
@@ -68,13 +60,11 @@ def adaptive_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--max-nodes", type=int, default=d.max_nodes, help="nodes per tree at most, root included"
     )
     g.add_argument(
-        "--fixed-length",
-        action="store_true",
+        "--fixed-length", action="store_true",
         help="the best chain always runs to --max-draft-length",
     )
     g.add_argument(
-        "--fixed-width",
-        action="store_true",
+        "--fixed-width", action="store_true",
         help="the backbone gets --max-width alternatives, other nodes none",
     )
     return p
@@ -84,17 +74,11 @@ def adaptive_config(args:argparse.Namespace) -> AdaptiveConfig|None:
     bad values)."""
     if not getattr(args, "adaptive", False): return None
     return AdaptiveConfig(
-        min_draft_length=args.min_draft_length,
-        max_draft_length=args.max_draft_length,
-        confidence_threshold=args.confidence_threshold,
-        acceptance_window=args.acceptance_window,
-        adaptive_enabled=not args.no_adaptive_threshold,
-        threshold_step=args.threshold_step,
-        max_width=args.max_width,
-        max_nodes=args.max_nodes,
-        dynamic_length=not args.fixed_length,
-        dynamic_width=not args.fixed_width,
-        marginal_acceptance=args.marginal_acceptance,
+        min_draft_length=args.min_draft_length, max_draft_length=args.max_draft_length,
+        confidence_threshold=args.confidence_threshold, acceptance_window=args.acceptance_window,
+        adaptive_enabled=not args.no_adaptive_threshold, threshold_step=args.threshold_step,
+        max_width=args.max_width, max_nodes=args.max_nodes, dynamic_length=not args.fixed_length,
+        dynamic_width=not args.fixed_width, marginal_acceptance=args.marginal_acceptance,
     )
 
 def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -208,8 +192,7 @@ def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
         ),
     )
     p.add_argument(
-        "--compile",
-        action="store_true",
+        "--compile", action="store_true",
         help="torch.compile the target's tree forward (CUDA graphs on a GPU)",
     )
     p.add_argument("--max-new-tokens", type=int, default=128)
@@ -287,9 +270,7 @@ def choose_tree(target, draft, args:argparse.Namespace) -> tuple[TreeConfig, str
         )
         return t, f"tree depth {t.depth} x width {t.width}", None
     costs = tree_costs(
-        target,
-        draft,
-        engine=getattr(args, "engine", "auto"),
+        target, draft, engine=getattr(args, "engine", "auto"),
         compile=getattr(args, "compile", False),
     )
     # the costs read (or measured) once, for the tree and the padding

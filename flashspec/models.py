@@ -32,11 +32,7 @@ def quiet_imports():
 # command print only their own output
 with quiet_imports():
     from transformers import (
-        AutoConfig,
-        AutoModelForCausalLM,
-        AutoTokenizer,
-        LlamaConfig,
-        LlamaForCausalLM,
+        AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM,
     )
 
 # %% ../nbs/00_models.ipynb #c064acb3
@@ -190,18 +186,10 @@ def tiny_llama(n_layers:int=4, vocab_size:int=128, hidden:int=64, heads:int=4, k
     "A tiny random `LlamaForCausalLM` (eval mode, gradients off) for tests and examples."
     import math
     cfg = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=hidden,
-        intermediate_size=2 * hidden,
-        num_hidden_layers=n_layers,
-        num_attention_heads=heads,
-        num_key_value_heads=kv_heads,
-        max_position_embeddings=4096,
-        tie_word_embeddings=tie,
-        eos_token_id=1,
-        bos_token_id=0,
-        pad_token_id=0,
-        **kw,
+        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
+        num_hidden_layers=n_layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
+        max_position_embeddings=4096, tie_word_embeddings=tie, eos_token_id=1, bos_token_id=0,
+        pad_token_id=0, **kw,
     )
     m = LlamaForCausalLM(cfg)
     # Hugging Face's default init (std 0.02) gives nearly flat logits and degenerate, repetitive

@@ -293,9 +293,7 @@ def quantize_target(model, # a causal LM flashspec supports; modified in place
             )
         else:
             from torchao.quantization import (
-                quantize_,
-                Int8DynamicActivationInt8WeightConfig,
-                Int8WeightOnlyConfig,
+                quantize_, Int8DynamicActivationInt8WeightConfig, Int8WeightOnlyConfig,
             )
             cfg = (
                 Int8DynamicActivationInt8WeightConfig()

@@ -16,12 +16,8 @@ DRAFTS = {k: slice_draft(TARGET, k) for k in (1, 4)}
 
 request_st = st.fixed_dictionaries(
     dict(
-        n_prompt=st.integers(1, 20),
-        max_new=st.integers(1, 24),
-        depth=st.integers(0, 5),
-        width=st.integers(1, 3),
-        sampled=st.booleans(),
-        seed=st.integers(0, 1000),
+        n_prompt=st.integers(1, 20), max_new=st.integers(1, 24), depth=st.integers(0, 5),
+        width=st.integers(1, 3), sampled=st.booleans(), seed=st.integers(0, 1000),
         eos_at=st.one_of(st.none(), st.integers(0, 23)),
     )
 )
@@ -29,10 +25,8 @@ request_st = st.fixed_dictionaries(
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    reqs=st.lists(request_st, min_size=1, max_size=7),
-    batch_size=st.integers(1, 4),
-    draft=st.sampled_from([1, 4]),
-    budget=st.one_of(st.none(), st.integers(0, 16)),
+    reqs=st.lists(request_st, min_size=1, max_size=7), batch_size=st.integers(1, 4),
+    draft=st.sampled_from([1, 4]), budget=st.one_of(st.none(), st.integers(0, 16)),
     seed=st.integers(0, 10_000),
 )
 def test_each_request_as_if_alone(reqs, batch_size, draft, budget, seed):
@@ -52,14 +46,8 @@ def test_each_request_as_if_alone(reqs, batch_size, draft, budget, seed):
         if budget is None:
             alone.append(
                 generate(
-                    TARGET,
-                    DRAFTS[draft],
-                    prompt,
-                    r["max_new"],
-                    sampling=s,
-                    tree=tree,
-                    seed=r["seed"],
-                    eos_token_id=eos,
+                    TARGET, DRAFTS[draft], prompt, r["max_new"], sampling=s, tree=tree,
+                    seed=r["seed"], eos_token_id=eos,
                 )[0]
             )
         elif s.greedy:  # budgets change the trees, so only greedy output is fixed: the target's own
@@ -80,10 +68,7 @@ def test_budget_bounds_every_round():
         for n in (3, 8, 13, 5)
     ]
     res = generate_batch(
-        TARGET,
-        lambda tree: ModelDrafter(DRAFTS[1], TreeConfig(5, 3)),
-        reqs,
-        batch_size=4,
+        TARGET, lambda tree: ModelDrafter(DRAFTS[1], TreeConfig(5, 3)), reqs, batch_size=4,
         node_budget=7,
     )
     per_round = {}

@@ -139,8 +139,7 @@ def test_stored_outputs_plots_tables_and_hidden_cells(tmp_path):
                 '#| echo: false\nplot_source_line()',
                 [
                     dict(
-                        output_type='display_data',
-                        metadata={},
+                        output_type='display_data', metadata={},
                         data={'image/png': png, 'text/plain': ['<Figure>']},
                     )
                 ],
@@ -195,20 +194,10 @@ def test_home_page_screenshot(site, tmp_path):
         pytest.skip('chromium is not installed')
     png = tmp_path/'home.png'
     cmd = [
-        exe,
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--hide-scrollbars',
-        f'--user-data-dir={tmp_path/"profile"}',
-        f'--screenshot={png}',
-        '--window-size=1280,900',
-        (site / '_docs' / 'index.html').as_uri(),
+        exe, '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+        '--disable-background-networking', '--disable-component-update', '--disable-sync',
+        '--hide-scrollbars', f'--user-data-dir={tmp_path/"profile"}', f'--screenshot={png}',
+        '--window-size=1280,900', (site / '_docs' / 'index.html').as_uri(),
     ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert (

@@ -19,8 +19,7 @@ def run(args, env=None, timeout=300):
 @pytest.mark.parametrize(
     "cmd",
     [
-        [str(BIN / "flashspec"), "--help"],
-        [sys.executable, "-m", "flashspec", "--help"],
+        [str(BIN / "flashspec"), "--help"], [sys.executable, "-m", "flashspec", "--help"],
         [sys.executable, "-c", "import flashspec.draft, flashspec.quant"],
     ],
 )
@@ -40,17 +39,8 @@ def test_python_m_is_the_console_script():
 def test_main_api_at_the_top_of_the_package():
     import flashspec as f
     for name in (
-        "load_target",
-        "slice_draft",
-        "load_distilled_draft",
-        "generate",
-        "TreeConfig",
-        "Sampling",
-        "Drafter",
-        "ModelDrafter",
-        "PromptLookupDrafter",
-        "MergedDrafter",
-        "quantize_target",
+        "load_target", "slice_draft", "load_distilled_draft", "generate", "TreeConfig", "Sampling",
+        "Drafter", "ModelDrafter", "PromptLookupDrafter", "MergedDrafter", "quantize_target",
         "bench",
     ):
         obj = getattr(f, name)

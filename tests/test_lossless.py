@@ -11,15 +11,8 @@ from flashspec.draft import slice_draft
 from flashspec.tree import TreeConfig, compile_tree
 from flashspec.verify import Sampling, probs
 from flashspec.decode import (
-    generate,
-    Drafter,
-    Draft,
-    ModelDrafter,
-    PromptLookupDrafter,
-    MergedDrafter,
-    merge_drafts,
-    AnswerStore,
-    StoreDrafter,
+    generate, Drafter, Draft, ModelDrafter, PromptLookupDrafter, MergedDrafter, merge_drafts,
+    AnswerStore, StoreDrafter,
 )
 from flashspec.eagle import FeatureDraft
 from flashspec.adaptive import AdaptiveConfig, AdaptiveDrafter
@@ -89,10 +82,8 @@ def test_greedy_lossless_any_tree(raw, plen, seed):
     # gated by a cost model: from flat (every chain merged whole) to steep (most left out or cut)
     costs = dict(verify={1: 10.0, 64: 10.0 + 63.0 * (seed % 5)}, round={0: 1.0, 4: 1.0 + seed % 3})
     gated = MergedDrafter(
-        ModelDrafter(_draft, TreeConfig(paths=paths)),
-        PromptLookupDrafter(3, min_ngram=1),
-        costs=costs,
-        pad_nodes={n: n + seed % 2 for n in range(1, 40)},
+        ModelDrafter(_draft, TreeConfig(paths=paths)), PromptLookupDrafter(3, min_ngram=1),
+        costs=costs, pad_nodes={n: n + seed % 2 for n in range(1, 40)},
     )
     assert generate(_target, gated, prompt, 20, eos_token_id=-1)[0] == ref
 
@@ -166,12 +157,7 @@ def _two_token_chi2(target, drafter_fn, sampling, n, seed):
     counts = torch.zeros(V * V)
     for i in range(n):
         out, _ = generate(
-            target,
-            drafter_fn(),
-            prompt,
-            2,
-            sampling=sampling,
-            seed=seed * 100_000 + i,
+            target, drafter_fn(), prompt, 2, sampling=sampling, seed=seed * 100_000 + i,
             eos_token_id=-1,
         )
         counts[out[0] * V + out[1]] += 1
@@ -187,13 +173,8 @@ def _two_token_chi2(target, drafter_fn, sampling, n, seed):
 @pytest.mark.parametrize(
     "kind",
     [
-        "model tree",
-        "model tree wider than top-k",
-        "model tree, vocabulary subset",
-        "adaptive model tree",
-        "random q, 3 siblings",
-        "prompt lookup",
-        "answer store",
+        "model tree", "model tree wider than top-k", "model tree, vocabulary subset",
+        "adaptive model tree", "random q, 3 siblings", "prompt lookup", "answer store",
     ],
 )
 def test_sampling_matches_target_distribution(kind):

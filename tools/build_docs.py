@@ -397,8 +397,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument('--dest', help='output folder (default: doc_path from settings.ini, `_docs`)')
     p.add_argument(
-        '--readme',
-        default=None,
+        '--readme', default=None,
         help='where to write README.md (default: the repo root); "" for none',
     )
     p.add_argument('--only_readme', action='store_true', help='write README.md only, not the site')

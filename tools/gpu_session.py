@@ -64,8 +64,7 @@ def plan(a) -> dict:
         "bench-bf16": (
             [
                 bench(
-                    "bench-bf16",
-                    "bfloat16",
+                    "bench-bf16", "bfloat16",
                     ["hf", "hf-static", "ar", "flashspec", "flashspec-merged"],
                 )
             ],
@@ -75,55 +74,17 @@ def plan(a) -> dict:
         "train": (
             [
                 flashspec(
-                    "distill",
-                    "--design",
-                    "eagle3",
-                    "--device",
-                    dev,
-                    "--out",
-                    o / "train",
-                    "--features",
-                    feats,
-                    *caps,
-                    "--features-only",
+                    "distill", "--design", "eagle3", "--device", dev, "--out", o / "train",
+                    "--features", feats, *caps, "--features-only",
                 ),
                 flashspec(
-                    "distill",
-                    "--design",
-                    "eagle3",
-                    "--device",
-                    dev,
-                    "--out",
-                    o / "train",
-                    "--features",
-                    feats,
-                    *init,
-                    *fresh,
-                    *size,
-                    "--held-out",
-                    held,
-                    "--lr",
-                    a.lr,
-                    "--warmup",
-                    20,
-                    "--ttt-steps",
-                    3,
-                    "--w-kd",
-                    0,
-                    "--time-limit",
-                    "{minutes}",
+                    "distill", "--design", "eagle3", "--device", dev, "--out", o / "train",
+                    "--features", feats, *init, *fresh, *size, "--held-out", held, "--lr", a.lr,
+                    "--warmup", 20, "--ttt-steps", 3, "--w-kd", 0, "--time-limit", "{minutes}",
                 ),
                 [
-                    sys.executable,
-                    __file__,
-                    "--table",
-                    o / "train",
-                    "--features",
-                    feats,
-                    "--device",
-                    dev,
-                    "--held-out",
-                    held,
+                    sys.executable, __file__, "--table", o / "train", "--features", feats,
+                    "--device", dev, "--held-out", held,
                 ],
             ],
             0.40,
@@ -140,14 +101,8 @@ def plan(a) -> dict:
         "bench-compiled": (
             [
                 bench(
-                    "bench-compiled",
-                    "bfloat16",
-                    ["hf", "ar", "flashspec-merged"],
-                    "--compile",
-                    "--depth",
-                    3,
-                    "--width",
-                    2,
+                    "bench-compiled", "bfloat16", ["hf", "ar", "flashspec-merged"], "--compile",
+                    "--depth", 3, "--width", 2,
                 )
             ],
             0.10,
@@ -219,8 +174,7 @@ def batch_phase(path:Path, device:str, tiny:bool):
         first[B] = time.perf_counter() - t0
         ref, sec = hf_batched(target, ids, B, n, slots)
         runs = {
-            "hf-static, left-padded": (ref, sec),
-            "flashspec plain": fs(B, None),
+            "hf-static, left-padded": (ref, sec), "flashspec plain": fs(B, None),
             f"flashspec cost-model tree ({len(tree.index_paths()) + 1} nodes)": fs(B, draft, tree),
             "flashspec per-request budgets, measured": fs(B, draft, tree, "auto"),
         }
@@ -250,20 +204,16 @@ def main(argv=None):
     ap.add_argument("--budget", type=float, default=540, help="seconds for all phases together")
     ap.add_argument("--phases", nargs="+", default=list(PHASES), choices=PHASES)
     ap.add_argument(
-        "--tiny",
-        action="store_true",
+        "--tiny", action="store_true",
         help="the rehearsal: every phase at a size the CPU runs quickly",
     )
     ap.add_argument(
-        "--prompts",
-        type=int,
-        default=8,
+        "--prompts", type=int, default=8,
         help="Spec-Bench questions per bench phase (taken round-robin over the categories)",
     )
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument(
-        "--features",
-        default="/tmp/fs-features",
+        "--features", default="/tmp/fs-features",
         help="feature cache folder (large: about 3.5 KB a token)",
     )
     ap.add_argument(
@@ -278,8 +228,7 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=32, help="training batch (conversations)")
     ap.add_argument("--lr", type=float, default=5e-4)
     ap.add_argument(
-        "--fresh",
-        action="store_true",
+        "--fresh", action="store_true",
         help="train a new drafter instead of fine-tuning the shipped one",
     )
     ap.add_argument("--table", help=argparse.SUPPRESS)  # internal: store_table on this run folder

@@ -68,11 +68,8 @@ def answer():
             t16, tok, convs, max_prompt_tokens=384, max_new_tokens=256, batch_size=64
         )
         save_rows(
-            DIR / "extra.npz",
-            [np.asarray(r["input_ids"]) for r in rows],
-            [r["n_prompt"] for r in rows],
-            [r["turn"] for r in rows],
-            [int(r["id"]) for r in rows],
+            DIR / "extra.npz", [np.asarray(r["input_ids"]) for r in rows],
+            [r["n_prompt"] for r in rows], [r["turn"] for r in rows], [int(r["id"]) for r in rows],
         )
         n = sum(len(r["input_ids"]) - r["n_prompt"] for r in rows)
         print(

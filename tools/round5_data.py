@@ -32,8 +32,7 @@ KD, POOL = data_dir()/"distill"/"kd_answers_smollm2-135m.npz", data_dir()/"disti
 # sources whose answers are prose
 PROSE = ("oasst", "arena_hard", "vicuna", "self_instruct", "mtbench101")
 ASK = (
-    "Summarize the following text in a few sentences.",
-    "Write a short summary of this text:",
+    "Summarize the following text in a few sentences.", "Write a short summary of this text:",
     "Summarize the main points of the following passage.",
     "Give a brief summary of the text below.",
 )
@@ -68,11 +67,8 @@ def answer(n:int):
             t16, tok, convs[s : s + 32], max_prompt_tokens=768, max_new_tokens=160, batch_size=32
         )
         save_rows(
-            DIR / "extra.npz",
-            [np.asarray(r["input_ids"]) for r in rows],
-            [r["n_prompt"] for r in rows],
-            [r["turn"] for r in rows],
-            [int(r["id"]) for r in rows],
+            DIR / "extra.npz", [np.asarray(r["input_ids"]) for r in rows],
+            [r["n_prompt"] for r in rows], [r["turn"] for r in rows], [int(r["id"]) for r in rows],
         )
         a = sum(len(r["input_ids"]) - r["n_prompt"] for r in rows)
         print(
