@@ -45,21 +45,18 @@ class AdaptiveConfig:
         if f.max_draft_length < f.min_draft_length:
             raise ValueError(
                 f"max_draft_length ({f.max_draft_length}) must be >= min_draft_length"
-                f" ({f.min_draft_length})."
-            )
+                f" ({f.min_draft_length}).")
         if f.max_width < 1: raise ValueError(f"max_width must be >= 1, got {f.max_width}.")
         if f.acceptance_window < 1:
             raise ValueError(f"acceptance_window must be >= 1, got {f.acceptance_window}.")
         if not 0 < f.min_threshold <= f.max_threshold < 1:
             raise ValueError(
                 f"Need 0 < min_threshold <= max_threshold < 1, got {f.min_threshold},"
-                f" {f.max_threshold}."
-            )
+                f" {f.max_threshold}.")
         if not f.min_threshold <= f.confidence_threshold <= f.max_threshold:
             raise ValueError(
                 f"confidence_threshold must be in [{f.min_threshold}, {f.max_threshold}], "
-                f"got {f.confidence_threshold}."
-            )
+                f"got {f.confidence_threshold}.")
         if not 0 < f.threshold_step < 1:
             raise ValueError(f"threshold_step must be in (0, 1), got {f.threshold_step}.")
         if not 0 < f.marginal_acceptance < 1:
@@ -68,8 +65,7 @@ class AdaptiveConfig:
         chain = f.min_draft_length if f.dynamic_length else f.max_draft_length
         if f.max_nodes < chain + 1:
             raise ValueError(
-                f"max_nodes ({f.max_nodes}) cannot hold the root and a chain of {chain} tokens."
-            )
+                f"max_nodes ({f.max_nodes}) cannot hold the root and a chain of {chain} tokens.")
 
 # %% ../nbs/07c_adaptive.ipynb #90ba8f1f
 def chain_expected(r:float, # per-token acceptance probability
@@ -100,8 +96,7 @@ def _use_tree(dr:TreeDrafter, tree, prefix:int):
     dr.tree = tree
     bias, pos = tree_bias(
         torch.tensor([prefix]), batch_trees([tree], [torch.zeros(tree.n_nodes, dtype=torch.long)]),
-        prefix, dr._bias.shape[-1], dr._bias.dtype,
-    )
+        prefix, dr._bias.shape[-1], dr._bias.dtype)
     dr._bias = bias.to(dr._bias.device)                                  # (1, 1, N, S)
     if hasattr(dr, "_pos"): dr._pos = pos.to(dr._pos.device)            # (1, N)
 
@@ -118,8 +113,7 @@ class AdaptiveDrafter(Drafter):
         if inner.vocab is not None and cfg.max_width > len(inner.vocab):
             raise ValueError(
                 f"max_width ({cfg.max_width}) is more than the draft's {len(inner.vocab)}-token"
-                " vocabulary."
-            )
+                " vocabulary.")
         self.inner, self.cfg = inner, cfg
         self.feature_layers, self.max_nodes = inner.feature_layers, cfg.max_nodes
         self.threshold = cfg.confidence_threshold
@@ -139,8 +133,7 @@ class AdaptiveDrafter(Drafter):
         self.inner.tree = compile_tree(())  # root_logits then builds the root's rows only
         self.inner.max_nodes = self.max_nodes
         self.threshold, self.request, self._round = (
-            self.cfg.confidence_threshold, self.request + 1, 0,
-        )
+            self.cfg.confidence_threshold, self.request + 1, 0)
         self.window.clear()
 
 # %% ../nbs/07c_adaptive.ipynb #cfff90e6
@@ -153,8 +146,7 @@ def _n_children(cfg:AdaptiveConfig, tau:float,
     """How many children a node gets, and whether its first child is forced (the backbone's minimum
     length)."""
     forced = backbone and depth < (
-        cfg.min_draft_length if cfg.dynamic_length else cfg.max_draft_length
-    )
+        cfg.min_draft_length if cfg.dynamic_length else cfg.max_draft_length)
     if cfg.dynamic_width:
         c = max(int((P * s >= tau).sum()), int(forced))
     else:
@@ -185,16 +177,14 @@ def _propose(self, context, sampling, generator=None, hidden=None):
             s = du.topk(k).values
             c, forced = _n_children(cfg, tau, d, all(x == 0 for x in paths[u]), P[u], s)
             cand += [
-                (float("inf") if forced and j == 0 else P[u] * float(s[j]), u, j) for j in range(c)
-            ]
+                (float("inf") if forced and j == 0 else P[u] * float(s[j]), u, j) for j in range(c)]
             dist[u] = du
         chain = cfg.min_draft_length if cfg.dynamic_length else cfg.max_draft_length
         # keep room for the backbone still to come
         room = cfg.max_nodes - len(paths) - max(0, chain - d - 1)
         take = sorted(
             sorted(cand, key=lambda x: (-x[0], x[1], x[2]))[: max(room, 0)],
-            key=lambda x: (x[1], x[2]),
-        )
+            key=lambda x: (x[1], x[2]))
         if not take: break
         n_kids = {}
         for _, u, j in take: n_kids[u] = j + 1  # a prefix of u's ranks: scores fall with the rank
@@ -215,8 +205,7 @@ def _propose(self, context, sampling, generator=None, hidden=None):
         level = [
             v
             for v in new
-            if _n_children(cfg, tau, d + 1, all(x == 0 for x in paths[v]), P[v], one)[0] > 0
-        ]
+            if _n_children(cfg, tau, d + 1, all(x == 0 for x in paths[v]), P[v], one)[0] > 0]
         if not level: break
         _use_tree(dr, compile_tree(tuple(paths[1:])), prefix)
         lg = dr.node_logits(level, torch.tensor(toks), n).float().cpu()  # (len(level), S)
@@ -252,7 +241,6 @@ def _accepted(self, n_drafted, n_accepted):
     # low acceptance: up; high: down
     step = cfg.threshold_step if m < c else -cfg.threshold_step if m > c else 0.0
     self.threshold = min(
-        cfg.max_threshold, max(cfg.min_threshold, round(self.threshold + step, 10))
-    )
+        cfg.max_threshold, max(cfg.min_threshold, round(self.threshold + step, 10)))
 
 AdaptiveDrafter.propose, AdaptiveDrafter.accepted = _propose, _accepted

@@ -55,8 +55,7 @@ class Result:
             question_id=r.id, category=r.category, turn=r.turn, method="flashspec-batch",
             prompt_tokens=len(r.input_ids), tokens=list(self.tokens), error=self.error,
             row=self.row, latency_s=self.latency_s,
-            seconds=self.stats.total_s if self.stats else None,
-        )
+            seconds=self.stats.total_s if self.stats else None)
         if self.stats is not None:
             rec.update(self.stats.as_dict(), drafted_depth=list(self.stats.drafted_depth))
         return rec
@@ -73,8 +72,7 @@ def drafter_factory(draft, target):
         if hasattr(draft, "drafter") and getattr(draft, "V", V) != V:  # a feature drafter
             raise ValueError(
                 f"Draft and target vocabularies differ: the target's head has {V} outputs, "
-                f"the draft's {draft.V}."
-            )
+                f"the draft's {draft.V}.")
         if draft is not None and not hasattr(draft, "drafter"): check_compatible(target, draft)
         return lambda tree: _as_drafter(draft, tree, target)
     if callable(draft): return draft
@@ -130,10 +128,8 @@ def allocate_nodes(rates:list[float], # each request's per-step acceptance r
 @torch.no_grad()
 def batch_forward_ms(model, rows:int, nodes:int, # a forward over `rows` rows of `nodes` tokens each
                      prefix:int=300, repeats:int=5, engine:str="auto") -> float:
-    (
-        "Median milliseconds of one batched target forward (`rows` x `nodes` tree tokens after"
-        " `prefix` each; warm-up not counted)."
-    )
+    """Median milliseconds of one batched target forward (`rows` x `nodes` tree tokens after
+    `prefix` each; warm-up not counted)."""
     w = model.get_output_embeddings().weight
     dev, dt = w.device, (w.dtype if w.dtype.is_floating_point else torch.float32)
     fwd, S = make_forward(model, engine), prefix + nodes
@@ -143,8 +139,7 @@ def batch_forward_ms(model, rows:int, nodes:int, # a forward over `rows` rows of
     tb = batch_trees([chain] * rows, [torch.zeros(nodes, dtype=torch.long)] * rows)
     bias, pos = tree_bias(cache.lengths, tb, prefix, S, dt)  # (rows, 1, nodes, S), (rows, nodes)
     toks = torch.randint(
-        0, model.config.vocab_size, (rows, nodes), generator=torch.Generator().manual_seed(0)
-    )
+        0, model.config.vocab_size, (rows, nodes), generator=torch.Generator().manual_seed(0))
     args = (toks.to(dev), pos.to(dev), torch.arange(prefix, S, device=dev), bias.to(dev))
     return median_ms(lambda: fwd(cache, *args), dev, repeats)
 
@@ -223,8 +218,7 @@ class BatchDecoder:
         eos = _eos_set(self.target, req.eos_token_id)
         self.rows[b] = _Live(
             index, req, drafter, gen, eos, ids.clone(), pending, st, t0, self.rounds,
-            feats=list(parts) if self.keep_features else [], cap=cap,
-        )
+            feats=list(parts) if self.keep_features else [], cap=cap)
         st.prefill_s = time.perf_counter() - t0
 
     def _allot(self, live, budget, window, min_value):
@@ -239,8 +233,7 @@ class BatchDecoder:
             width = max(width, max(len(c) for c in t.children))
         trees = allocate_nodes(
             [acceptance_estimate(r.stats, window) for r in rs], budget, caps, width, depth,
-            padded=True, min_value=min_value,
-        )
+            padded=True, min_value=min_value)
         for r, paths in zip(rs, trees): r.drafter.set_tree(paths)
 
     @torch.no_grad()
@@ -261,8 +254,7 @@ class BatchDecoder:
             if d.tree.n_nodes > r.drafter.max_nodes:
                 raise ValueError(
                     f"{type(r.drafter).__name__} proposed {d.tree.n_nodes} nodes, over its"
-                    " max_nodes."
-                )
+                    " max_nodes.")
             if int(d.tokens[0]) != int(r.context[-1]):
                 raise ValueError("A draft tree's root must be the last committed token.")
             drafts[b] = d; r.stats.draft_s += time.perf_counter() - t0
@@ -300,8 +292,7 @@ class BatchDecoder:
             if r.request.sampling.greedy: continue
             p = probs(logits[b, :d.tree.n_nodes].float().cpu(), r.request.sampling)  # (N, V)
             paths[b], bonus[b] = verify_sampling(
-                d.tree, d.tokens, p, d.q, r.drafter.proposal, r.gen
-            )
+                d.tree, d.tokens, p, d.q, r.drafter.proposal, r.gen)
             r.stats.accept_s += time.perf_counter() - ta
         t3 = time.perf_counter()
         commit(cache, slot0, paths)  # each row's path to its own end; free rows' paths are empty
@@ -316,8 +307,7 @@ class BatchDecoder:
             sink = None if streamer is None else (lambda new, i=r.index: streamer(i, new))
             r.context, fin = end_round(
                 r.stats, r.drafter, drafts[b], paths[b], bonus[b], r.out, r.context,
-                r.request.max_new_tokens, r.eos, sink,
-            )
+                r.request.max_new_tokens, r.eos, sink)
             if fin: done.append(b)
         self.rounds += 1
         return done
@@ -373,8 +363,7 @@ def generate_batch(target, # the target causal LM
             if max_len is not None and len(ids) >= max_len:
                 raise ValueError(
                     f"Prompt of {len(ids)} tokens does not fit in the cache ({max_len} slots per"
-                    " row)."
-                )
+                    " row).")
             dr = make(req.tree or tree)
             check_room(target, len(ids), req.max_new_tokens, dr.max_nodes, max_len)
             queue.append((i, req, ids, dr))
@@ -384,13 +373,11 @@ def generate_batch(target, # the target causal LM
     layers = {tuple(dr.feature_layers) for *_, dr in queue}
     if len(layers) > 1:
         raise ValueError(
-            f"The drafters read different target layers {sorted(layers)}: one forward serves all."
-        )
+            f"The drafters read different target layers {sorted(layers)}: one forward serves all.")
     # a row's tree sits after the longest row's tokens: the longest request plus the largest tree,
     # whichever rows
     longest, widest = max(len(ids) + req.max_new_tokens for _, req, ids, _ in queue), max(
-        dr.max_nodes for *_, dr in queue
-    )
+        dr.max_nodes for *_, dr in queue)
     if max_len is None:
         max_len = longest + widest
         if compile: max_len = bucket_slots(max_len)  # compiled: few cache sizes, graphs reused
@@ -399,8 +386,7 @@ def generate_batch(target, # the target causal LM
         raise ValueError(
             f"max_len={max_len} is too small for this batch: its longest request needs {longest}"
             f" slots and its largest tree {widest} more, after the longest row ({longest + widest}"
-            " in all)."
-        )
+            " in all).")
     B, per_row = min(batch_size, len(queue)), None
     if node_budget == "auto":  # measured once per model, batch size and engine, kept with the model
         memo = target.__dict__.setdefault("_flashspec_budgets", {})
@@ -441,8 +427,7 @@ class Conversation:
         probe = self.make(tree)
         self.max_len = check_room(target, max_prompt_tokens, max_new_tokens, probe.max_nodes, None)
         self.dec = BatchDecoder(
-            target, 1, self.max_len, engine, tuple(probe.feature_layers), keep_features=True
-        )
+            target, 1, self.max_len, engine, tuple(probe.feature_layers), keep_features=True)
         # cached: tokens whose KV the row holds
         self.turns, self.answers, self.cached, self.feats = [], [], [], None
         self.log = []  # per turn: prompt tokens, reused from the cache, prefilled
@@ -452,8 +437,7 @@ class Conversation:
         """Answer the next user turn: `(new tokens, DecodeStats)`; prefills only what follows the
         cached beginning."""
         ids = encode_chat(
-            self.tok, self.turns + [text], self.answers, max_tokens=self.max_prompt_tokens
-        )
+            self.tok, self.turns + [text], self.answers, max_tokens=self.max_prompt_tokens)
         keep = 0
         # the common beginning (the last prompt token is the first root)
         for a, b in zip(self.cached, ids[:-1]):
@@ -462,8 +446,7 @@ class Conversation:
         t0 = time.perf_counter()
         req = Request(ids, self.max_new_tokens, self.sampling, seed)
         self.dec.admit(
-            0, 0, req, torch.tensor(ids), self.make(self.tree), keep=keep, feats=self.feats
-        )
+            0, 0, req, torch.tensor(ids), self.make(self.tree), keep=keep, feats=self.feats)
         while not self.dec.step(): pass
         row = self.dec.rows[0]
         res = self.dec.finish(0, t0, free=False)
@@ -484,8 +467,7 @@ class Conversation:
 
 # %% ../nbs/07e_batch.ipynb #ba581cd3
 HEALTHY = dict(
-    mean_accepted_length=(2.5, 4.0), first_token_acceptance=(0.7, 0.9), speedup=(2.0, 3.5)
-)
+    mean_accepted_length=(2.5, 4.0), first_token_acceptance=(0.7, 0.9), speedup=(2.0, 3.5))
 
 def step_acceptance(accepted:list, # drafted tokens accepted per round
                     depths:list, # depth of each round's tree
@@ -504,8 +486,7 @@ def _record(x, i) -> dict:
         x = dict(x.as_dict(), drafted_depth=list(x.drafted_depth), seconds=x.total_s)
     elif not isinstance(x, dict):
         raise TypeError(
-            f"monitor reads Results, DecodeStats or bench records, not {type(x).__name__}."
-        )
+            f"monitor reads Results, DecodeStats or bench records, not {type(x).__name__}.")
     key = x.get("question_id")
     key = i if key is None else key
     return dict(x, key=f"{key}/{x['turn']}" if x.get("turn") else str(key))
@@ -525,8 +506,7 @@ def _metrics(recs, window, base) -> dict:
     m = dict(
         requests=len(recs), rounds=len(acc), tokens_per_s=tps, first_token_acceptance=steps[0],
         mean_accepted_length=(sum(acc) + len(acc)) / len(acc) if acc else None,
-        step_acceptance=steps, speedup=tps / base if tps and base else None,
-    )
+        step_acceptance=steps, speedup=tps / base if tps and base else None)
     m["flags"] = [k for k, (lo, hi) in HEALTHY.items() if m[k] is not None and not lo <= m[k] <= hi]
     return m
 
@@ -564,15 +544,12 @@ def monitor(
         out["per_category"][c] = _metrics(pick, window, base(pick))
     for r in recs:
         out["per_request"][r["key"]] = dict(
-            _metrics([r], window, base([r])), category=r.get("category", "all")
-        )
+            _metrics([r], window, base([r])), category=r.get("category", "all"))
     out["flags"] = [
         f"{name}: {k} = {g[k]:.2f} outside {HEALTHY[k]}"
         for name, g in [("overall", out["overall"])] + [
-            (f"category {c}", g) for c, g in out["per_category"].items()
-        ]
-        for k in g["flags"]
-    ]
+            (f"category {c}", g) for c, g in out["per_category"].items()]
+        for k in g["flags"]]
     return json.loads(json.dumps(out))  # plain JSON types (tuples become lists)
 
 # %% ../nbs/07e_batch.ipynb #befff09c
@@ -592,15 +569,13 @@ def monitor_html(summary:dict, # what `monitor` returned
     head = (
         "<tr><th></th><th>requests</th><th>rounds</th><th>first-token acceptance</th><th>mean"
         " accepted length</th><th>speed-up</th><th>acceptance at steps"
-        " 1-5</th><th>tokens/s</th></tr>"
-    )
+        " 1-5</th><th>tokens/s</th></tr>")
     hr = summary["healthy"]
     parts = [
         f"<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
         (
             "<style>body{font-family:sans-serif} td,th{padding:2px 8px;text-align:right} "
-            ".bad{color:#b00;font-weight:bold}</style>"
-        ),
+            ".bad{color:#b00;font-weight:bold}</style>"),
         f"</head><body><h2>{html.escape(title)}</h2>",
         "<p>Healthy: "
         + ", ".join(f"{k.replace('_', ' ')} {lo}-{hi}" for k, (lo, hi) in hr.items())
@@ -611,12 +586,10 @@ def monitor_html(summary:dict, # what `monitor` returned
             + "".join(f"<li>{html.escape(x)}</li>" for x in summary["flags"])
             + "</ul>"
             if summary["flags"]
-            else ""
-        ),
+            else ""),
         "<h3>Per category</h3><table>",
         head,
-        row("all", summary["overall"]),
-    ]
+        row("all", summary["overall"])]
     parts += [row(c, g) for c, g in summary["per_category"].items()]
     parts += ["</table><h3>Per request</h3><table>", head.replace("<th></th>", "<th>request</th>")]
     parts += [row(k, g) for k, g in summary["per_request"].items()]

@@ -26,8 +26,7 @@ __all__ = ['METHODS', 'run_method', 'bench', 'summarize', 'table', 'category_tab
 # %% ../nbs/08_bench.ipynb #ebae1835
 METHODS = (
     "hf", "hf-static", "hf-assisted", "hf-lookup", "ar", "flashspec", "flashspec-lookup",
-    "flashspec-merged", "flashspec-adaptive",
-)
+    "flashspec-merged", "flashspec-adaptive")
 
 def _hf_kwargs(sampling:Sampling, max_new_tokens, target):
     kw = dict(max_new_tokens=max_new_tokens, pad_token_id=target.generation_config.eos_token_id)
@@ -35,8 +34,7 @@ def _hf_kwargs(sampling:Sampling, max_new_tokens, target):
     else:
         kw.update(
             do_sample=True, temperature=sampling.temperature, top_k=sampling.top_k or None,
-            top_p=sampling.top_p,
-        )
+            top_p=sampling.top_p)
     return kw
 
 def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int,
@@ -65,8 +63,7 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int,
     if method == "hf-assisted" and hasattr(draft, "drafter"):
         raise ValueError(
             "hf-assisted needs a draft causal LM; a feature drafter reads the target's states, "
-            "which only flashspec passes."
-        )
+            "which only flashspec passes.")
     torch.manual_seed(seed)
     t0 = time.perf_counter()
     if method.startswith("hf"):
@@ -97,8 +94,7 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int,
                 drafter = AdaptiveDrafter(drafter, adaptive or AdaptiveConfig())
         out, st = generate(
             target, drafter, ids, max_new_tokens, sampling=sampling, tree=tree, seed=seed,
-            engine=engine, compile=compile, pad_nodes=pad_nodes,
-        )
+            engine=engine, compile=compile, pad_nodes=pad_nodes)
     return out, st, time.perf_counter() - t0
 
 # %% ../nbs/08_bench.ipynb #02d88f11
@@ -111,8 +107,7 @@ def _fingerprint(model) -> dict|str|None:
     return dict(
         parameters=sum(p.numel() for p in ps), dtype=str(ps[0].dtype),
         checksum=round(sum(float(torch.sum(p.detach(), dtype=torch.float64)) for p in ps), 6),
-        vocab=None if getattr(model, "draft_vocab", None) is None else len(model.draft_vocab),
-    )
+        vocab=None if getattr(model, "draft_vocab", None) is None else len(model.draft_vocab))
 
 
 def _journal_config(
@@ -139,12 +134,9 @@ def _journal_config(
                 **(
                     {}
                     if not pad_nodes
-                    else dict(pad_nodes={str(k): v for k, v in sorted(pad_nodes.items())})
-                ),
+                    else dict(pad_nodes={str(k): v for k, v in sorted(pad_nodes.items())})),
                 **({} if store is None else dict(store=_store_config(store))),
-                **({} if not gate else dict(gate=True)),
-            )
-        )
+                **({} if not gate else dict(gate=True))))
     )  # the costs it reads may be measured again
 
 
@@ -154,8 +146,7 @@ def _store_config(store) -> dict:
     corpus = getattr(store, "store", None)
     return dict(
         kind=type(store).__name__, **c,
-        **({} if corpus is None else dict(tokens=len(corpus.tokens))),
-    )
+        **({} if corpus is None else dict(tokens=len(corpus.tokens))))
 
 def _read_journal(path:Path, config:dict, prompts:list[dict], n_methods:int) -> list[dict]:
     """Records of the questions `path` holds complete; a partly run question is dropped (it is run
@@ -209,31 +200,26 @@ def bench(
     if journal is not None:
         journal, config = Path(journal), _journal_config(
             methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens, min_prob, target,
-            draft, engine, compile, adaptive, pad_nodes, store, gate,
-        )
+            draft, engine, compile, adaptive, pad_nodes, store, gate)
         if journal.exists(): records = _read_journal(journal, config, prompts, len(methods))
         # rewritten without any partly run question
         atomic_write(
-            journal, lambda tmp: Path(tmp).write_text(_jsonl([dict(journal=config)] + records))
-        )
+            journal, lambda tmp: Path(tmp).write_text(_jsonl([dict(journal=config)] + records)))
     done = {r["question_id"] for r in records}
     warm = encode_chat(tokenizer, "Hi")
     # hf-static's one cache size: the longest first turn and its answer (a longer later turn grows
     # it once more)
     first = max(
-        len(encode_chat(tokenizer, q["turns"][:1], max_tokens=max_prompt_tokens)) for q in prompts
-    )
+        len(encode_chat(tokenizer, q["turns"][:1], max_tokens=max_prompt_tokens)) for q in prompts)
     kw = dict(
         min_prob=min_prob, engine=engine, compile=compile, adaptive=adaptive, pad_nodes=pad_nodes,
-        store=store, gate=gate, cache_len=bucket_slots(first + max_new_tokens),
-    )
+        store=store, gate=gate, cache_len=bucket_slots(first + max_new_tokens))
     # s of each method's warm-up call: where a method compiles, the compile is in it
     first_call = {}
     for m in methods: first_call[m] = run_method(m, target, draft, warm, 8, sampling, tree, **kw)[2]
     n_answers = sum(len(q["turns"]) for q in prompts) * len(methods)
     bar = tqdm(
-        total=n_answers, initial=len(records), desc="bench", disable=not progress, file=sys.stderr
-    )
+        total=n_answers, initial=len(records), desc="bench", disable=not progress, file=sys.stderr)
     for qi, q in enumerate(prompts):
         if q["question_id"] in done: continue
         order = methods[qi % len(methods):] + methods[:qi % len(methods)]
@@ -243,15 +229,12 @@ def bench(
             for m in order:
                 ids = encode_chat(
                     tokenizer, q["turns"][: ti + 1], answers=history[m],
-                    max_tokens=max_prompt_tokens,
-                )
+                    max_tokens=max_prompt_tokens)
                 runs = [
                     run_method(
                         m, target, draft, ids, max_new_tokens, sampling, tree, seed=1000 * qi + ti,
-                        **kw,
-                    )
-                    for _ in range(repeats)
-                ]
+                        **kw)
+                    for _ in range(repeats)]
                 secs = [r[2] for r in runs]
                 out, st, _ = runs[0]
                 rec = dict(
@@ -263,9 +246,7 @@ def bench(
                     tokens=out,
                     seconds=statistics.median(secs),
                     spread=(
-                        (max(secs) - min(secs)) / statistics.median(secs) if repeats > 1 else None
-                    ),
-                )
+                        (max(secs) - min(secs)) / statistics.median(secs) if repeats > 1 else None))
                 if st is not None: rec.update(st.as_dict(), drafted_depth=list(st.drafted_depth))
                 new.append(rec)
                 history[m].append(tokenizer.decode(out, skip_special_tokens=True))
@@ -289,8 +270,7 @@ def _agg(recs, hf_tps, hf_out, greedy):
     acc = sum(sum(r.get("accepted", [])) for r in recs)
     spec = any(
         "target_forwards" in r and r.get("drafted_depth") and max(r["drafted_depth"]) > 0
-        for r in recs
-    )
+        for r in recs)
     ident = None
     if greedy and hf_out:
         same = [r["tokens"] == hf_out.get((r["question_id"], r["turn"])) for r in recs]
@@ -299,8 +279,7 @@ def _agg(recs, hf_tps, hf_out, greedy):
         answers=len(recs), tokens=tok, seconds=sec, tokens_per_s=tps,
         ms_per_token=1000 / tps if tps else None, speedup_vs_hf=tps / hf_tps if hf_tps else None,
         mean_accepted_tokens=tok / fw if spec and fw else None,
-        acceptance_rate=acc / dep if spec and dep else None, identical_to_hf=ident,
-    )
+        acceptance_rate=acc / dep if spec and dep else None, identical_to_hf=ident)
     if recs and "draft_s" in recs[0] and fw:
         out["round_ms"] = {k: 1000 * sum(r[k + "_s"] for r in recs) / fw
                            for k in ("draft", "forward", "accept", "commit", "overhead")}
@@ -315,11 +294,9 @@ def summarize(
     "Aggregate per-answer records into per-method and per-category results."
     greedy = sampling.greedy
     by = lambda m, c=None: [
-        r for r in records if r["method"] == m and (c is None or r["category"] == c)
-    ]
+        r for r in records if r["method"] == m and (c is None or r["category"] == c)]
     hf_out = (
-        {(r["question_id"], r["turn"]): r["tokens"] for r in by("hf")} if "hf" in methods else {}
-    )
+        {(r["question_id"], r["turn"]): r["tokens"] for r in by("hf")} if "hf" in methods else {})
     res = dict(
         meta=dict(
             meta or {}, date=datetime.datetime.now().isoformat(timespec="seconds"),
@@ -327,8 +304,7 @@ def summarize(
         ),
         methods={},
         per_category={},
-        records=records,
-    )
+        records=records)
     hf_all = _agg(by("hf"), None, {}, False)["tokens_per_s"] if "hf" in methods else None
     for m in methods: res["methods"][m] = _agg(by(m), hf_all, hf_out, greedy)
     # the strongest plain baseline (compiled on CUDA): speed-ups against it too
@@ -353,16 +329,14 @@ def table(res:dict) -> str:
         "| method | tokens/s | ms/token | speed-up vs hf |"
         + (" vs hf-static |" if st else "")
         + " tokens per target forward | acceptance | identical to hf |",
-        "| --- | --- | --- | --- |" + (" --- |" if st else "") + " --- | --- | --- |",
-    ]
+        "| --- | --- | --- | --- |" + (" --- |" if st else "") + " --- | --- | --- |"]
     for m, r in res["methods"].items():
         rows.append(
             f"| {m} | {f(r['tokens_per_s'], 1)} | {f(r['ms_per_token'], 1)} |"
             f" {f(r['speedup_vs_hf'])}x | "
             + (f"{f(r.get('speedup_vs_hf_static'))}x | " if st else "")
             + f"{f(r['mean_accepted_tokens'])} | {f(r['acceptance_rate'], 3)} |"
-            f" {f(r['identical_to_hf'])} |"
-        )
+            f" {f(r['identical_to_hf'])} |")
     return "\n".join(rows)
 
 def category_table(res:dict, method:str="flashspec") -> str:
@@ -375,8 +349,7 @@ def category_table(res:dict, method:str="flashspec") -> str:
         f = lambda x: "n/a" if x is None else f"{x:.2f}"
         rows.append(
             f"| {c} | {f(r['speedup_vs_hf'])}x | {f(r['mean_accepted_tokens'])} |"
-            f" {f(r['identical_to_hf'])} |"
-        )
+            f" {f(r['identical_to_hf'])} |")
     return "\n".join(rows)
 
 # %% ../nbs/08_bench.ipynb #c140e984
@@ -426,8 +399,7 @@ def report(res:dict, # what `bench` returned (or its JSON)
         parts.append(
             f"`flashspec {cmd.replace(str(Path.home()), '~')}`:"
             f" {res['meta'].get('n_questions', '?')} questions, {fm[main]['answers']} answers per"
-            " method"
-        )
+            " method")
     parts += [table(res), category_table(res, main)]
     vs_ar = lambda m: (f", {fm[m]['tokens_per_s'] / fm['ar']['tokens_per_s']:.2f}x ar"
                        if "ar" in fm and fm["ar"]["tokens_per_s"] else "")
@@ -436,9 +408,7 @@ def report(res:dict, # what `bench` returned (or its JSON)
             "; ".join(
                 f"{m} {f(fm[m]['speedup_vs_hf'])}x hf{vs_ar(m)}, "
                 f"identical to hf {f(fm[m]['identical_to_hf'], 3)}"
-                for m in spec
-            )
-        )
+                for m in spec))
     turns = sorted({r["turn"] for r in res["records"]})
     if len(turns) > 1 and "hf" in fm:
         by_turn = []
@@ -451,11 +421,8 @@ def report(res:dict, # what `bench` returned (or its JSON)
                     + (
                         f" ({r['mean_accepted_tokens']:.2f} tokens per forward)"
                         if r["mean_accepted_tokens"]
-                        else ""
-                    )
-                    for m, r in sm["methods"].items()
-                )
-            )
+                        else "")
+                    for m, r in sm["methods"].items()))
         parts.append("; ".join(by_turn))
     budget = [f"{m}: " + ", ".join(f"{k} {v:.1f}" for k, v in fm[m]["round_ms"].items())
               for m in fm if fm[m].get("round_ms")]
@@ -468,16 +435,13 @@ def add_cli(sub):
     b = sub.add_parser("bench", help="Spec-Bench benchmark against baselines, in one process")
     b.add_argument(
         "--prompts",
-        help="Spec-Bench-format JSONL (default: ../shared/data/specbench/question.jsonl)",
-    )
+        help="Spec-Bench-format JSONL (default: ../shared/data/specbench/question.jsonl)")
     b.add_argument(
         "--limit",
         type=int,
         help=(
             "at most N questions, taken round-robin over categories (a limit of at "
-            "least the file's size runs all of it, interleaved)"
-        ),
-    )
+            "least the file's size runs all of it, interleaved)"))
     b.add_argument("--categories", nargs="+")
     b.add_argument(
         "--methods",
@@ -486,9 +450,7 @@ def add_cli(sub):
         choices=METHODS,
         help=(
             "flashspec: the draft's tree alone; flashspec-merged: with prompt-lookup chains "
-            "merged in under greedy decoding (the default drafter of generate and demo)"
-        ),
-    )
+            "merged in under greedy decoding (the default drafter of generate and demo)"))
     b.add_argument("--temperature", type=float, default=0.0)
     b.add_argument("--top-k", type=int, default=0)
     b.add_argument("--top-p", type=float, default=1.0)
@@ -498,9 +460,7 @@ def add_cli(sub):
         "--journal",
         help=(
             "append every finished question to this JSONL; rerunning the same command resumes "
-            "from it (default: OUT.journal.jsonl; removed once OUT is written)"
-        ),
-    )
+            "from it (default: OUT.journal.jsonl; removed once OUT is written)"))
     b.add_argument("--plot", help="save the plots to this PNG")
     b.set_defaults(fn=cmd_bench)
     return b
@@ -516,8 +476,7 @@ def cmd_bench(args):
         model=args.target or "SmolLM2-135M-Instruct (embedded)", draft=args.draft_name,
         tree=dict(name=args.tree_name, paths=args.tree.index_paths(), min_prob=args.min_prob),
         max_new_tokens=args.max_new_tokens, prompts=str(args.prompts or "Spec-Bench"),
-        n_questions=len(prompts),
-    )
+        n_questions=len(prompts))
     meta["quantize"] = getattr(args, "quantize", None)  # INT8 method applied to the target, or None
     meta.update(
         engine=args.engine, compile=args.compile, pad_nodes=getattr(args, "pad_nodes", None) or None
@@ -540,16 +499,14 @@ def cmd_bench(args):
     needs_model = ("flashspec", "hf-assisted", "flashspec-merged", "flashspec-adaptive")
     if isinstance(draft, PromptLookupDrafter) and any(m in needs_model for m in args.methods):
         raise ValueError(
-            "--lookup gives no draft model: use the flashspec-lookup / hf-lookup methods instead."
-        )
+            "--lookup gives no draft model: use the flashspec-lookup / hf-lookup methods instead.")
     journal = Path(args.journal or args.out + ".journal.jsonl")
     if journal.exists(): print(f"resuming from {journal}", file=sys.stderr)
     res = bench(
         target, tok, draft, prompts, args.methods, args.max_new_tokens, s, args.tree, args.repeats,
         meta=meta, min_prob=args.min_prob, journal=journal, engine=args.engine,
         compile=args.compile, adaptive=adaptive, pad_nodes=getattr(args, "pad_nodes", None),
-        store=store, gate=gate,
-    )
+        store=store, gate=gate)
     atomic_write(args.out, lambda tmp: Path(tmp).write_text(json.dumps(res, indent=1)))
     journal.unlink()
     print(meta["label"]); print(table(res))

@@ -33,15 +33,13 @@ def cmd_generate(args):
     s = Sampling(args.temperature, args.top_k, args.top_p)
     out, st = generate(
         target, make_drafter(draft, args), ids, args.max_new_tokens, sampling=s, seed=args.seed,
-        streamer=stream, engine=args.engine, compile=args.compile, pad_nodes=args.pad_nodes,
-    )
+        streamer=stream, engine=args.engine, compile=args.compile, pad_nodes=args.pad_nodes)
     sys.stdout.write("\n")
     acc = "n/a" if st.acceptance_rate is None else f"{st.acceptance_rate:.2f}"
     print(
         f"[{st.new_tokens} tokens, {st.ms_per_token:.1f} ms/token, {st.mean_accepted_length:.2f}"
         f" tokens per target forward, acceptance {acc}]",
-        file=sys.stderr,
-    )
+        file=sys.stderr)
     return 0
 
 # %% ../nbs/09_cli.ipynb #fbae5bf6
@@ -56,21 +54,18 @@ def cmd_demo(args):
     label = (
         f"flashspec demo, {datetime.date.today()}: target {name}, {args.dtype}{q}; draft:"
         f" {args.draft_name}; {args.tree_name}{mp}; {len(prompts)} Spec-Bench prompts, greedy, max"
-        f" {args.max_new_tokens} new tokens; {hardware(args.device)}"
-    )
+        f" {args.max_new_tokens} new tokens; {hardware(args.device)}")
     print(label)
     adaptive = adaptive_config(args)
     if adaptive is not None: print(f"flashspec-adaptive: {adaptive}")
     methods = (
         ["hf", "ar", "flashspec"]
         + ([] if args.lookup else ["flashspec-lookup", "flashspec-merged"])
-        + ([] if adaptive is None or args.lookup else ["flashspec-adaptive"])
-    )
+        + ([] if adaptive is None or args.lookup else ["flashspec-adaptive"]))
     res = bench(
         target, tok, draft, prompts, methods, args.max_new_tokens, tree=args.tree,
         meta=dict(label=label), min_prob=args.min_prob, engine=args.engine, compile=args.compile,
-        adaptive=adaptive, pad_nodes=args.pad_nodes, gate=merge_gate(args),
-    )
+        adaptive=adaptive, pad_nodes=args.pad_nodes, gate=merge_gate(args))
     print(table(res))
     bad = [m for m, r in res["methods"].items() if r["identical_to_hf"] != 1.0]
     if bad:
@@ -78,13 +73,11 @@ def cmd_demo(args):
             print(
                 f"Outputs differ from hf for {bad}: expected here, since the {args.quantize} target"
                 " is not batch-invariant on this machine (see the warning above), so it is not one"
-                " fixed function for speculation to reproduce."
-            )
+                " fixed function for speculation to reproduce.")
         else:
             print(
                 f"OUTPUTS DIFFER from hf for {bad}: this is a bug (greedy speculative decoding must"
-                " be lossless)."
-            )
+                " be lossless).")
         return 1
     print(f"All {len(prompts)} answers of every method are token-identical to hf.")
     return 0
@@ -93,13 +86,11 @@ def cmd_demo(args):
 def parser() -> argparse.ArgumentParser:
     "The `flashspec` command line: `generate`, `demo`, `bench`, `distill-data`, `distill`."
     ap = argparse.ArgumentParser(
-        prog="flashspec", description="Lossless tree speculative decoding."
-    )
+        prog="flashspec", description="Lossless tree speculative decoding.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("generate", help="decode one prompt, streaming the text")
     g.add_argument(
-        "--prompt", required=True, action="append", help="user turn (repeat for several turns)"
-    )
+        "--prompt", required=True, action="append", help="user turn (repeat for several turns)")
     model_args(g)
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--top-k", type=int, default=0)
@@ -107,12 +98,10 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=None)
     g.set_defaults(fn=cmd_generate)
     d = sub.add_parser(
-        "demo", help="plain vs speculative decoding on a few Spec-Bench prompts, checked identical"
-    )
+        "demo", help="plain vs speculative decoding on a few Spec-Bench prompts, checked identical")
     d.add_argument(
         "--prompts",
-        help="Spec-Bench-format JSONL (default: ../shared/data/specbench/question.jsonl)",
-    )
+        help="Spec-Bench-format JSONL (default: ../shared/data/specbench/question.jsonl)")
     d.add_argument("--n", type=int, default=6, help="number of prompts, spread over categories")
     model_args(d)
     d.set_defaults(fn=cmd_demo, max_new_tokens=96)

@@ -24,8 +24,7 @@ def data_dir() -> Path:
         for cand in (d/"shared"/"data", d.parent/"shared"/"data"):
             if (cand/SPECBENCH).exists(): return cand
     raise FileNotFoundError(
-        "Prompt sets not found: pass a path, set $FLASHSPEC_DATA, or run beside ../shared/data."
-    )
+        "Prompt sets not found: pass a path, set $FLASHSPEC_DATA, or run beside ../shared/data.")
 
 def read_prompts(path:str|Path|None=None, # a JSONL file; None = Spec-Bench from `data_dir()`
                  categories:list|None=None, # keep only these categories

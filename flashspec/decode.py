@@ -352,16 +352,14 @@ class MergedDrafter(Drafter):
                  pad_nodes:dict|None=None,
                 ):
         self.model, self.lookup = model, lookup or PromptLookupDrafter(
-            depth=6, max_ngram=4, min_ngram=3
-        )
+            depth=6, max_ngram=4, min_ngram=3)
         self.store, self.costs = store, costs
         self.pad = {int(k): int(v) for k, v in (pad_nodes or {}).items()}
         if costs is not None:
             self._verify, self._round = _interp(costs["verify"]), _interp(costs["round"])
         self.proposal, self.feature_layers = model.proposal, model.feature_layers
         self.max_nodes = (
-            model.max_nodes + self.lookup.max_nodes - 1 + (store.max_nodes - 1 if store else 0)
-        )
+            model.max_nodes + self.lookup.max_nodes - 1 + (store.max_nodes - 1 if store else 0))
         self.gated = Counter()  # source -> rounds its tree was cut short or left out (with `costs`)
 
     def start(self, prompt, max_len):
@@ -472,11 +470,9 @@ def answers_store(
     if vocab_size is not None and int(tokens.max()) >= vocab_size:
         raise ValueError(
             f"The answers hold token id {int(tokens.max())}; the target's vocabulary has"
-            f" {vocab_size}: they were written by another model."
-        )
+            f" {vocab_size}: they were written by another model.")
     return AnswerStore(
-        (tokens[offs[i] + n_prompt[i] : offs[i + 1]] for i in range(len(offs) - 1)), ngrams
-    )
+        (tokens[offs[i] + n_prompt[i] : offs[i + 1]] for i in range(len(offs) - 1)), ngrams)
 
 # %% ../nbs/07_decode.ipynb #40c713b5
 class StoreDrafter(Drafter):
@@ -566,8 +562,7 @@ class DecodeStats:
             ms_per_token=self.ms_per_token, prefill_s=self.prefill_s, draft_s=self.draft_s,
             forward_s=self.forward_s, accept_s=self.accept_s, commit_s=self.commit_s,
             overhead_s=self.overhead_s, total_s=self.total_s, accepted=list(self.accepted),
-            nodes=list(self.nodes), ranks=[list(r) for r in self.ranks],
-        )
+            nodes=list(self.nodes), ranks=[list(r) for r in self.ranks])
 
 # %% ../nbs/07_decode.ipynb #b4e9a34e
 def _as_drafter(draft, tree:TreeConfig|None, target) -> Drafter:
@@ -589,8 +584,7 @@ def check_prompt(target, input_ids, max_new_tokens:int) -> torch.Tensor:
     if ids.dim() == 2:
         if ids.shape[0] != 1:
             raise ValueError(
-                f"generate decodes one sequence at a time; got a batch of {ids.shape[0]}."
-            )
+                f"generate decodes one sequence at a time; got a batch of {ids.shape[0]}.")
         ids = ids[0]
     if ids.dim() != 1 or len(ids) == 0:
         raise ValueError("input_ids must be a non-empty 1D sequence of token ids.")
@@ -610,13 +604,11 @@ def check_room(target, n_prompt:int, max_new_tokens:int, n_tree:int, # the draft
     if need > max_len:
         raise ValueError(
             f"Prompt ({n_prompt}) + max_new_tokens ({max_new_tokens}) + a tree ({n_tree}) need"
-            f" {need} cache slots; max_len is {max_len}."
-        )
+            f" {need} cache slots; max_len is {max_len}.")
     if limit and n_prompt + max_new_tokens > limit:
         raise ValueError(
             f"Prompt + max_new_tokens = {n_prompt + max_new_tokens} exceeds the model's "
-            f"max_position_embeddings ({limit})."
-        )
+            f"max_position_embeddings ({limit}).")
     return max_len
 
 def prefill_prompt(
@@ -631,8 +623,7 @@ def prefill_prompt(
     _, feats = fwd(
         cache, ids[None, n0:n].to(dev), torch.arange(n0, n, device=dev)[None],
         torch.arange(n0, n, device=dev), causal_bias(cache, cache.lengths, n - n0, dtype).to(dev),
-        layers, rows=torch.arange(0, device=dev),
-    )
+        layers, rows=torch.arange(0, device=dev))
     cache.lengths += n - n0
     return None if feats is None else feats[0]
 
@@ -710,8 +701,7 @@ def generate(target, # the target causal LM
         if d.tree.n_nodes > n_tree:
             raise ValueError(
                 f"{type(drafter).__name__} proposed {d.tree.n_nodes} nodes, more than its"
-                f" max_nodes={n_tree}."
-            )
+                f" max_nodes={n_tree}.")
         if int(d.tokens[0]) != int(context[-1]):
             raise ValueError("A draft tree's root must be the last committed token.")
         t1 = time.perf_counter()
@@ -739,8 +729,7 @@ def generate(target, # the target causal LM
         stats.accept_s += t3 - t2
         stats.commit_s += t4 - t3
         context, done = end_round(
-            stats, drafter, d, path, bonus, out, context, max_new_tokens, eos, streamer
-        )
+            stats, drafter, d, path, bonus, out, context, max_new_tokens, eos, streamer)
         if done: break
     stats.new_tokens = len(out)
     stats.total_s = time.perf_counter() - t_start

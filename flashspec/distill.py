@@ -109,8 +109,7 @@ def answer_batch(target, prompts:list[list[int]], # prompt token ids
             att[r, L - len(prompts[i]):] = 1
         gen = target.generate(
             input_ids=ids.to(dev), attention_mask=att.to(dev), max_new_tokens=max_new_tokens,
-            do_sample=False, pad_token_id=pad_id, top_p=None, top_k=None, temperature=None,
-        )
+            do_sample=False, pad_token_id=pad_id, top_p=None, top_k=None, temperature=None)
         for r, i in enumerate(idx): out[i] = _cut_at_eos(gen[r, L:].tolist(), eos)
     return out
 
@@ -153,9 +152,7 @@ def answer_conversations(target, tok, convs:list[dict], # rows with `turns` (and
             rows.append(
                 dict(
                     id=str(convs[i].get("question_id", i)), turn=j, input_ids=ids + out,
-                    n_prompt=len(ids),
-                )
-            )
+                    n_prompt=len(ids)))
     return rows
 
 # %% ../nbs/02_distill.ipynb #5ce2a5a9
@@ -230,8 +227,7 @@ def pool_slice(prompts:str|Path|None=None, # JSONL prompt pool; None = `data_dir
     """Conversations `start:stop` of the pool taken round-robin over its categories (so prefixes are
     stable)."""
     return read_prompts(prompts if prompts is not None else data_dir() / DISTILL, limit=stop)[
-        start:stop
-    ]
+        start:stop]
 
 def make_distill_data(target, tok, out:str|Path, # output folder (shards, then `out/data`)
                       prompts:str|Path|None=None, # JSONL prompt pool; None = `data_dir()/DISTILL`
@@ -246,8 +242,7 @@ def make_distill_data(target, tok, out:str|Path, # output folder (shards, then `
         r = answer_conversations(target, tok, convs, max_prompt_tokens, max_new_tokens, batch_size)
         return topk_pass(target, r, topk) if topk else r
     return _sharded(
-        Path(out), pool_slice(prompts, 0, n_prompts), rows, shard_size, progress, "distill data"
-    )
+        Path(out), pool_slice(prompts, 0, n_prompts), rows, shard_size, progress, "distill data")
 
 # %% ../nbs/02_distill.ipynb #fbfe62bc
 def _template_prefix(tok) -> int:
@@ -268,8 +263,7 @@ def text_rows(tok, convs:list[dict], max_tokens:int=384) -> list[dict]:
         turns = c["turns"][:len(refs)] if refs else c["turns"]
         try:
             ids = encode_chat(
-                tok, turns, refs or None, max_tokens=max_tokens, add_generation_prompt=False
-            )
+                tok, turns, refs or None, max_tokens=max_tokens, add_generation_prompt=False)
         except ValueError:
             continue  # the last turn alone is too long
         if len(ids) > pre + 1:
@@ -284,8 +278,7 @@ def make_text_data(target, tok, out:str|Path, prompts:str|Path|None=None,
     return _sharded(
         Path(out), pool_slice(prompts, start, stop),
         lambda cs: topk_pass(target, text_rows(tok, cs, max_tokens), topk), shard_size, progress,
-        "text data",
-    )
+        "text data")
 
 # %% ../nbs/02_distill.ipynb #00fcce42
 def collate(rows:list[dict], pad_id:int=0, use_topk:bool=True) -> dict:
@@ -303,11 +296,9 @@ def collate(rows:list[dict], pad_id:int=0, use_topk:bool=True) -> dict:
     # (n, k) each: one row per answer position, in batch order
     if use_topk and "topk_values" in rows[0]:
         out["topk_values"] = torch.cat(
-            [torch.tensor(r["topk_values"], dtype=torch.float32) for r in rows]
-        )
+            [torch.tensor(r["topk_values"], dtype=torch.float32) for r in rows])
         out["topk_indices"] = torch.cat(
-            [torch.tensor(r["topk_indices"], dtype=torch.long) for r in rows]
-        )
+            [torch.tensor(r["topk_indices"], dtype=torch.long) for r in rows])
     return out
 
 def step_loss(draft, batch:dict, target=None, w_ce:float=1.0, w_kd:float=1.0, T:float=1.0,
@@ -332,8 +323,7 @@ def step_loss(draft, batch:dict, target=None, w_ce:float=1.0, w_kd:float=1.0, T:
                 ).last_hidden_state
                 zt = target.lm_head(ht[sel])
         return distill_loss(
-            draft.lm_head(hs), zt, y, w_ce, w_kd if zt is not None else 0.0, T, parts=parts
-        )
+            draft.lm_head(hs), zt, y, w_ce, w_kd if zt is not None else 0.0, T, parts=parts)
     # The head over the whole vocabulary (n x d x V) is most of a step's cost; the KL on the cached
     # top-k only needs the k logits z_k = W[ix] . h (n x k x d), and a CE over the k candidates
     # (label: index 0, the target's top-1). A full-vocabulary CE on a subset of positions keeps
@@ -366,14 +356,12 @@ def save_draft_weights(draft, path:str|Path, meta:dict|None=None,
     sd = {
         n: p.detach().to(dtype or p.dtype).cpu().contiguous()
         for n, p in draft.named_parameters()
-        if p.requires_grad
-    }
+        if p.requires_grad}
     if not sd: raise ValueError("The draft has no trainable parameters to save (is it frozen?).")
     if vocab is None: vocab = getattr(draft, "draft_vocab", None)
     if vocab is not None: sd[VOCAB_KEY] = torch.as_tensor(vocab, dtype=torch.long).unique().cpu()
     atomic_write(
-        path, lambda tmp: save_file(sd, tmp, metadata={k: str(v) for k, v in (meta or {}).items()})
-    )
+        path, lambda tmp: save_file(sd, tmp, metadata={k: str(v) for k, v in (meta or {}).items()}))
     return path
 
 # the tensor of token ids a draft proposes from, when it has a vocabulary subset
@@ -391,8 +379,7 @@ def frequent_tokens(
     rows = (
         data.select_columns(["topk_indices"]).with_format("torch")
         if hasattr(data, "select_columns")
-        else data
-    )
+        else data)
     for r in rows:
         top1 = torch.as_tensor(r["topk_indices"], dtype=torch.long)[:, 0]  # (n_positions,)
         c = torch.bincount(top1)
@@ -410,8 +397,7 @@ def _lr_lambda(steps:int, warmup:int):
         return (
             min(1.0, (s + 1) / max(warmup, 1))
             * 0.5
-            * (1 + math.cos(math.pi * min(s, steps) / max(steps, 1)))
-        )
+            * (1 + math.cos(math.pi * min(s, steps) / max(steps, 1))))
 
     return f
 
@@ -440,10 +426,8 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
                 # seconds: the LR anneals by then; stop after the step reaching it, save
                 time_limit:float|None=None,
                ) -> list[dict]:
-    (
-        "Train the draft's trainable parameters with accelerate, on the device the draft is on;"
-        " returns the log (one dict per step, resumed ones included)."
-    )
+    """Train the draft's trainable parameters with accelerate, on the device the draft is on;
+    returns the log (one dict per step, resumed ones included)."""
     from accelerate import Accelerator
     from tqdm.auto import tqdm
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
@@ -486,16 +470,14 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
             w = {k: p.detach().cpu().clone() for k, p in zip(names, params)}
             state = dict(
                 step=step, names=names, weights=w, opt=opt.state_dict(), sched=sched.state_dict(),
-                log=log,
-            )
+                log=log)
             atomic_write(ck, lambda tmp: torch.save(state, tmp))
         acc.wait_for_everyone()
     model.train()
     # `done`: the steps the saved weights have, fewer if the time limit stops it
     t0, done = time.time(), steps
     bar = tqdm(
-        total=steps, initial=start, desc="distill", disable=not (progress and acc.is_main_process)
-    )
+        total=steps, initial=start, desc="distill", disable=not (progress and acc.is_main_process))
     for step in range(start, steps):
         epoch, k = divmod(step, per_epoch)
         perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100003 + epoch))
@@ -533,10 +515,8 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
             dict(
                 meta or {}, n_layers=raw.config.num_hidden_layers, trainable=json.dumps(names),
                 steps=done, planned_steps=steps, batch_size=batch_size, lr=lr, w_ce=w_ce, w_kd=w_kd,
-                T=T, seed=seed,
-            ),
-            vocab=vocab,
-        )
+                T=T, seed=seed),
+            vocab=vocab)
     return log
 
 # %% ../nbs/02_distill.ipynb #619778cd
@@ -548,8 +528,7 @@ def target_fingerprint(target) -> str:
     return hashlib.sha256(w.view(torch.uint8).numpy().tobytes()).hexdigest()[:16]
 
 WEIGHTS = (
-    Path(__file__).parent / "weights" if "__file__" in globals() else Path("../flashspec/weights")
-)
+    Path(__file__).parent / "weights" if "__file__" in globals() else Path("../flashspec/weights"))
 DISTILLED = "smollm2-135m-instruct.draft.safetensors"
 # the target's own answers in the shared data (see its README)
 KD_ANSWERS = "distill/kd_answers_smollm2-135m.npz"
@@ -565,8 +544,7 @@ def load_draft_weights(target, path:str|Path):
     if fp and fp != target_fingerprint(target):
         raise ValueError(
             f"{path} was trained for another target (fingerprint {fp}, this target's is "
-            f"{target_fingerprint(target)})."
-        )
+            f"{target_fingerprint(target)}).")
     d = make_draft(target, meta.get("design", "slice"), int(meta["n_base"]))
     names = _trainable_names(d)
     if sorted(names) != sorted(sd):
@@ -591,14 +569,12 @@ def load_distilled_draft(target, # the embedded SmolLM2-135M-Instruct (any dtype
 def _data_args(p):
     p.add_argument(
         "--target",
-        help="local HF checkpoint of the target (default: embedded SmolLM2-135M-Instruct)",
-    )
+        help="local HF checkpoint of the target (default: embedded SmolLM2-135M-Instruct)")
     p.add_argument("--prompts", help="JSONL prompt pool (default: the shared distillation pool)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument(
         "--n-prompts", type=int,
-        help="conversations to answer, spread over categories (default: all)",
-    )
+        help="conversations to answer, spread over categories (default: all)")
     p.add_argument("--max-prompt-tokens", type=int, default=384)
     p.add_argument("--max-new-tokens", type=int, default=160)
     p.add_argument("--topk", type=int, default=64, help="target logits cached per answer position")
@@ -606,17 +582,14 @@ def _data_args(p):
     p.add_argument("--shard-size", type=int, default=64)
     p.add_argument(
         "--text-prompts", type=int, default=0,
-        help="also teacher-force this many further pool conversations (existing text): OUT/text",
-    )
+        help="also teacher-force this many further pool conversations (existing text): OUT/text")
     p.add_argument("--data-dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
     p.add_argument(
         "--device",
         default="cpu",
         help=(
             "where the target runs (generation, features) and the draft trains: "
-            "cpu, cuda, cuda:1, ..."
-        ),
-    )
+            "cpu, cuda, cuda:1, ..."))
 
 def cmd_distill_data(args):
     """`flashspec distill-data`: the target answers the pool on `--device` (and teacher-forces
@@ -625,24 +598,20 @@ def cmd_distill_data(args):
     t0 = time.time()
     ds = make_distill_data(
         target, tok, Path(args.out) / "answers", args.prompts, args.n_prompts,
-        args.max_prompt_tokens, args.max_new_tokens, args.topk, args.shard_size, args.batch_size,
-    )
+        args.max_prompt_tokens, args.max_new_tokens, args.topk, args.shard_size, args.batch_size)
     n_ans = sum(len(x) - p for x, p in zip(ds["input_ids"], ds["n_prompt"]))
     print(
         f"{len(ds)} answered turns, {n_ans} answer tokens in {time.time() - t0:.0f} s ->"
-        f" {Path(args.out)/'answers'}"
-    )
+        f" {Path(args.out)/'answers'}")
     if args.text_prompts:
         t0, n0 = time.time(), args.n_prompts or 0
         tx = make_text_data(
             target, tok, Path(args.out) / "text", args.prompts, n0, n0 + args.text_prompts,
-            args.max_prompt_tokens, args.topk,
-        )
+            args.max_prompt_tokens, args.topk)
         n_tx = sum(len(x) - p for x, p in zip(tx["input_ids"], tx["n_prompt"]))
         print(
             f"{len(tx)} texts, {n_tx} teacher-forced positions in {time.time() - t0:.0f} s ->"
-            f" {Path(args.out)/'text'}"
-        )
+            f" {Path(args.out)/'text'}")
     return 0
 
 def load_kd_data(folders:list) -> "datasets.Dataset":
@@ -680,19 +649,15 @@ def _check_held_out(init, held):
         print(
             f"warning: {init} held out other rows than this run does (or none): the held-out rows"
             " here may be rows it trained on, so their agreement would be flattered; compare on"
-            " other prompts (e.g. Spec-Bench)."
-        )
+            " other prompts (e.g. Spec-Bench).")
 
 def cmd_distill_features(args):
-    (
-        "`flashspec distill --features CACHE`: a feature drafter (`--design eagle3`, the cache made"
-        " first if needed), or a slice on the same rows."
-    )
+    """`flashspec distill --features CACHE`: a feature drafter (`--design eagle3`, the cache made
+    first if needed), or a slice on the same rows."""
     import numpy as np
     from flashspec.eagle import (
         extract_features, FeatureData, cache_vocab, train_feature_drafter, train_slice_on_features,
-        capped_rows,
-    )
+        capped_rows)
 
     feats = Path(args.features or Path(args.out)/"features")
     kd = Path(args.kd) if args.kd else data_dir()/KD_ANSWERS
@@ -732,18 +697,14 @@ def cmd_distill_features(args):
         meta=dict(
             command=" ".join(["flashspec"] + list(argv)),
             held_out=json.dumps(held.rows.tolist()) if held is not None else "",
-            held_out_sha=held.tokens_sha() if held is not None else "",
-        ),
-    )
+            held_out_sha=held.tokens_sha() if held is not None else ""))
     if args.design == "eagle3":
         _, log = train_feature_drafter(
             target, train, args.out, ttt_steps=args.ttt_steps, step_decay=args.step_decay,
-            w_feat=args.w_feat, init=args.init, **common,
-        )
+            w_feat=args.w_feat, init=args.init, **common)
     else:
         _, log = train_slice_on_features(
-            target, train, args.out, args.design, args.layers, **common
-        )
+            target, train, args.out, args.design, args.layers, **common)
     (Path(args.out)/"log.json").write_text(json.dumps(log))
     print(f"target unchanged; trained {args.design} draft -> {Path(args.out)/'draft.safetensors'}")
     return 0
@@ -757,8 +718,7 @@ def cmd_distill(args):
     if args.cap:
         raise SystemExit(
             "--cap selects a feature cache's conversations: use it with --design eagle3 or"
-            " --features."
-        )
+            " --features.")
     data = [Path(d) for d in args.data] if args.data else [Path(args.out)/"answers"]
     if not args.data and not (data[0]/"data").exists():
         cmd_distill_data(args)
@@ -772,19 +732,16 @@ def cmd_distill(args):
     meta = dict(
         design=args.design, n_base=args.layers, target_fingerprint=target_fingerprint(target),
         data=" ".join(map(str, data)), examples=len(ds),
-        command=" ".join(["flashspec"] + list(argv)),
-    )
+        command=" ".join(["flashspec"] + list(argv)))
     vocab = (
         frequent_tokens(ds, args.draft_vocab, always=sorted(_eos_ids(target)))
         if args.draft_vocab
-        else None
-    )
+        else None)
     log = train_draft(
         draft, ds, args.out, steps=args.steps, batch_size=args.train_batch_size, lr=args.lr,
         warmup=args.warmup, w_ce=args.w_ce, w_kd=args.w_kd, T=args.T, ckpt_every=args.ckpt_every,
         seed=args.seed, mixed_precision=args.mixed_precision, meta=meta, vocab=vocab,
-        time_limit=_seconds(args.time_limit),
-    )
+        time_limit=_seconds(args.time_limit))
     if param_hashes(target) != before:
         raise RuntimeError("Training changed the target's parameters.")
     (Path(args.out)/"log.json").write_text(json.dumps(log))
@@ -792,8 +749,7 @@ def cmd_distill(args):
     tenths = [log[i:i + k] for i in range(0, len(log), k)]
     print(
         "loss, mean of each tenth of the run: "
-        + " ".join(f"{sum(r['loss'] for r in t) / len(t):.2f}" for t in tenths)
-    )
+        + " ".join(f"{sum(r['loss'] for r in t) / len(t):.2f}" for t in tenths))
     print(f"target unchanged ({len(before)} parameter and buffer hashes equal); "
           f"trained draft -> {Path(args.out)/'draft.safetensors'}")
     return 0
@@ -801,26 +757,21 @@ def cmd_distill(args):
 def add_cli(subparsers):
     "Register `distill-data` and `distill` on an argparse subparsers object."
     p = subparsers.add_parser(
-        "distill-data", help="the target answers a prompt pool: sequence-level KD data"
-    )
+        "distill-data", help="the target answers a prompt pool: sequence-level KD data")
     _data_args(p); p.set_defaults(fn=cmd_distill_data)
     p = subparsers.add_parser(
-        "distill", help="train a draft on the target's answers (makes the data if needed)"
-    )
+        "distill", help="train a draft on the target's answers (makes the data if needed)")
     _data_args(p)
     p.add_argument(
         "--data", nargs="+",
-        help="folders from distill-data (OUT/answers, OUT/text); default: make them in OUT",
-    )
+        help="folders from distill-data (OUT/answers, OUT/text); default: make them in OUT")
     p.add_argument(
         "--design",
         default="frozen+1",
         choices=DESIGNS + ("eagle3",),
         help=(
             "slice / frozen+1: a sliced draft; eagle3: a feature drafter on the target's hidden"
-            " states"
-        ),
-    )
+            " states"))
     p.add_argument(
         "--layers", type=int, default=4, help="slice: layers trained; frozen+1: frozen layers below"
     )
@@ -837,9 +788,7 @@ def add_cli(subparsers):
         type=float,
         help=(
             "minutes: the learning rate anneals by then (or by --steps, if sooner); training stops"
-            " after the step that reaches it and saves the draft; rerunning resumes"
-        ),
-    )
+            " after the step that reaches it and saves the draft; rerunning resumes"))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--mixed-precision", default="bf16", choices=["no", "bf16"])
     p.add_argument(
@@ -848,33 +797,25 @@ def add_cli(subparsers):
         default=0,
         help=(
             "save a vocabulary subset with the draft: the N tokens the target ranks first most"
-            " often in the data (0 = all)"
-        ),
-    )
+            " often in the data (0 = all)"))
     g = p.add_argument_group("eagle3 (feature drafter)")
     g.add_argument(
         "--features",
         help=(
             "feature cache folder (made there from --kd if missing or unfinished; "
             "default OUT/features); "
-            "with --design slice, the slice trains on the same rows"
-        ),
-    )
+            "with --design slice, the slice trains on the same rows"))
     g.add_argument("--kd", help=f"the target's answers, as the shared {KD_ANSWERS} (its default)")
     g.add_argument(
-        "--topk-features", type=int, default=8, help="target logits kept per position in the cache"
-    )
+        "--topk-features", type=int, default=8, help="target logits kept per position in the cache")
     g.add_argument(
         "--ttt-steps", type=int, default=3,
-        help="draft steps unrolled in training (training-time test)",
-    )
+        help="draft steps unrolled in training (training-time test)")
     g.add_argument(
-        "--step-decay", type=float, default=0.8, help="loss weight of step s: decay ** (s - 1)"
-    )
+        "--step-decay", type=float, default=0.8, help="loss weight of step s: decay ** (s - 1)")
     g.add_argument(
         "--w-feat", type=float, default=0.0,
-        help="weight of the SmoothL1 feature term (EAGLE-1/2); 0 = none",
-    )
+        help="weight of the SmoothL1 feature term (EAGLE-1/2); 0 = none")
     g.add_argument("--held-out", type=int, default=200,
                    help="conversations kept out of training (listed in the weights' metadata)")
     g.add_argument(
@@ -883,17 +824,13 @@ def add_cli(subparsers):
         metavar="SOURCE=N",
         help=(
             "making the cache: at most N conversations of a source of the pool (repeatable), drawn"
-            " in a fixed shuffled order; default: every conversation, in file order"
-        ),
-    )
+            " in a fixed shuffled order; default: every conversation, in file order"))
     g.add_argument(
         "--features-only", action="store_true",
-        help="make the feature cache, then stop (no training)",
-    )
+        help="make the feature cache, then stop (no training)")
     g.add_argument(
         "--init",
-        help="a feature drafter's .safetensors to start from (fine-tune; its vocabulary is kept)",
-    )
+        help="a feature drafter's .safetensors to start from (fine-tune; its vocabulary is kept)")
     p.set_defaults(fn=cmd_distill)
 
 # %% ../nbs/02_distill.ipynb #3eb29654
@@ -947,8 +884,7 @@ def acceptance(target, draft, prompts:list[list[int]], # prompt token ids
              reach=[0] * MAX_STEPS, tried=[0] * MAX_STEPS)  # per draft step k = 1..MAX_STEPS
     for i, ids in enumerate(tqdm(prompts, desc="acceptance", disable=not progress, leave=False)):
         out, st = generate(
-            target, draft, ids, max_new_tokens, sampling=sampling, tree=tree, seed=seed + i, **kw
-        )
+            target, draft, ids, max_new_tokens, sampling=sampling, tree=tree, seed=seed + i, **kw)
         c["accepted"] += sum(st.accepted)
         c["depth"] += sum(st.drafted_depth)
         c["first"] += sum(a > 0 for a in st.accepted)
@@ -971,16 +907,14 @@ def _acceptance_summary(c:dict) -> dict:
         acceptance_rate=c["accepted"] / max(c["depth"], 1),
         mean_accepted_length=c["tokens"] / max(c["forwards"], 1),
         ms_per_token=1000 * c["seconds"] / max(c["tokens"], 1), tokens=c["tokens"],
-        step_acceptance=steps, counts=c,
-    )
+        step_acceptance=steps, counts=c)
 
 def pool_acceptance(results:list[dict]) -> dict:
     "Combine `acceptance` results of disjoint prompt sets into the result over all of them."
     c = {
         k: sum(r["counts"][k] for r in results)
         for k in results[0]["counts"]
-        if k not in ("reach", "tried")
-    }
+        if k not in ("reach", "tried")}
     for k in ("reach", "tried"):
         c[k] = [sum(x) for x in zip(*(r["counts"].get(k, [0] * MAX_STEPS) for r in results))]
     return _acceptance_summary(c)

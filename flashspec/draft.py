@@ -28,13 +28,11 @@ def slice_draft(target:nn.Module, # the target causal LM (not modified)
     n_total = target.config.num_hidden_layers
     if not 1 <= n_layers <= n_total:
         raise ValueError(
-            f"n_layers must be in 1..{n_total} (the target's layer count), got {n_layers}."
-        )
+            f"n_layers must be in 1..{n_total} (the target's layer count), got {n_layers}.")
     bad = set(trainable) - {"embed", "layers", "norm", "head"}
     if bad:
         raise ValueError(
-            f"Unknown trainable parts {sorted(bad)}; choose from embed, layers, norm, head."
-        )
+            f"Unknown trainable parts {sorted(bad)}; choose from embed, layers, norm, head.")
     cfg = copy.deepcopy(target.config)
     cfg.num_hidden_layers = n_layers
     if getattr(cfg, "layer_types", None) is not None: cfg.layer_types = cfg.layer_types[:n_layers]
@@ -94,8 +92,7 @@ def check_compatible(
     if vt != vd:
         raise ValueError(
             f"Draft and target vocabularies differ: the target's head has {vt} outputs, the draft's"
-            f" {vd}. Speculative decoding needs a draft that shares the target's tokenizer."
-        )
+            f" {vd}. Speculative decoding needs a draft that shares the target's tokenizer.")
     if target_tokenizer is not None and draft_tokenizer is not None:
         if target_tokenizer.get_vocab() != draft_tokenizer.get_vocab():
             raise ValueError("Draft and target tokenizers differ (different token-to-id maps).")

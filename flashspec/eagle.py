@@ -83,8 +83,7 @@ def capped_rows(kd_path:str|Path, # the `kd_answers_*.npz`: its `conv` is a line
     if unknown:
         raise ValueError(
             f"No source {sorted(unknown)} in {prompts}; its sources are"
-            f" {sorted(set(src) - {None})}."
-        )
+            f" {sorted(set(src) - {None})}.")
     rows = last_rows(d["offsets"], conv)
     # (R,) shuffled, then capped in that order
     rows = rows[np.random.default_rng(seed).permutation(len(rows))]
@@ -96,8 +95,7 @@ def capped_rows(kd_path:str|Path, # the `kd_answers_*.npz`: its `conv` is a line
 
 def _open(path:Path, shape, dtype, mode):
     return np.lib.format.open_memmap(
-        path, mode=mode, dtype=dtype, shape=shape if mode == "w+" else None
-    )
+        path, mode=mode, dtype=dtype, shape=shape if mode == "w+" else None)
 
 @torch.no_grad()
 def extract_features(
@@ -124,14 +122,12 @@ def extract_features(
     width = len(layers) * target.config.hidden_size
     meta = dict(
         source=str(kd_path), rows=len(rows), tokens=N, layers=list(layers), k=k, width=width,
-        dtype=str(target.get_output_embeddings().weight.dtype), fingerprint=_fingerprint(target),
-    )
+        dtype=str(target.get_output_embeddings().weight.dtype), fingerprint=_fingerprint(target))
     mf, pf = out/"meta.json", out/"progress.json"
     fresh = not mf.exists()
     if not fresh and json.loads(mf.read_text()) != meta:
         raise ValueError(
-            f"{out} holds a cache made with other settings or another target; use another folder."
-        )
+            f"{out} holds a cache made with other settings or another target; use another folder.")
     mode = "w+" if fresh else "r+"
     arrs = dict(feats=_open(out/"feats.npy", (N, width), np.uint16, mode),
                 top_ids=_open(out/"top_ids.npy", (N, k), np.int32, mode),
@@ -140,8 +136,7 @@ def extract_features(
     if fresh:
         np.save(
             out / "tokens.npy",
-            np.concatenate([all_tokens[offs[r] : offs[r + 1]] for r in rows]).astype(np.int32),
-        )
+            np.concatenate([all_tokens[offs[r] : offs[r + 1]] for r in rows]).astype(np.int32))
         np.save(out/"offsets.npy", starts.astype(np.int64))
         atomic_write(mf, lambda t: Path(t).write_text(json.dumps(meta, indent=1)))
     done = json.loads(pf.read_text())["rows_done"] if pf.exists() else 0
@@ -166,19 +161,16 @@ def extract_features(
             for b, r in enumerate(batch):
                 n = int(lens[r])
                 ids[b, :n] = torch.from_numpy(
-                    np.asarray(tokens[starts[r] : starts[r] + n], dtype=np.int64)
-                )
+                    np.asarray(tokens[starts[r] : starts[r] + n], dtype=np.int64))
                 att[b, :n] = 1
             o = target.model(
-                input_ids=ids.to(dev), attention_mask=att.to(dev), output_hidden_states=True
-            )
+                input_ids=ids.to(dev), attention_mask=att.to(dev), output_hidden_states=True)
             f = torch.cat([o.hidden_states[l] for l in layers], -1)                     # (B, L, 3d)
             top = target.lm_head(o.last_hidden_state).topk(k, -1)                       # (B, L, k)
             for b, r in enumerate(batch):
                 n, s = int(lens[r]), int(starts[r])
                 arrs["feats"][s : s + n] = (
-                    f[b, :n].to(torch.bfloat16).view(torch.int16).cpu().numpy().view(np.uint16)
-                )
+                    f[b, :n].to(torch.bfloat16).view(torch.int16).cpu().numpy().view(np.uint16))
                 arrs["top_ids"][s:s + n] = top.indices[b, :n].cpu().numpy()
                 arrs["top_vals"][s:s + n] = top.values[b, :n].float().cpu().numpy()
                 arrs["mask"][s:s + n] = answer_mask(np.asarray(tokens[s:s + n]), header, end)
@@ -231,8 +223,7 @@ class FeatureDraft(nn.Module):
         v = (
             torch.arange(self.V)
             if vocab is None
-            else torch.as_tensor(vocab, dtype=torch.long).unique().cpu()
-        )
+            else torch.as_tensor(vocab, dtype=torch.long).unique().cpu())
         if len(v) == 0 or int(v[0]) < 0 or int(v[-1]) >= self.V:
             raise ValueError(f"vocab must be token ids in 0..{self.V - 1}.")
         self.register_buffer("vocab", v, persistent=False)                 # (S,) sorted token ids
@@ -240,16 +231,13 @@ class FeatureDraft(nn.Module):
         # registered)
         self.target_parts = dict(
             embed=target.get_input_embeddings(), norm=target.get_decoder().norm,
-            rotary=target.get_decoder().rotary_emb, head=target.get_output_embeddings(),
-        )
+            rotary=target.get_decoder().rotary_emb, head=target.get_output_embeddings())
         # (S, d): indexing copies the rows
         self.register_buffer("head_w", W.detach()[v.to(W.device)], persistent=False)
         self.config = LlamaConfig(
             **{
                 **tc.to_dict(), "num_hidden_layers": 1, "architectures": ["LlamaForCausalLMEagle3"],
-                "draft_vocab_size": len(v), "target_hidden_size": d, "tie_word_embeddings": False,
-            }
-        )
+                "draft_vocab_size": len(v), "target_hidden_size": d, "tie_word_embeddings": False})
         self.to(W.device, W.dtype if W.dtype.is_floating_point else torch.float32)
 
     def embed(self, tokens): return self.target_parts["embed"](tokens)          # (..., d)
@@ -267,10 +255,8 @@ class FeatureDraft(nn.Module):
         return self.__dict__["_products"](x.numel() // x.shape[-1])(layer, x)
 
     def qkv(self, g, tokens, positions):
-        (
-            "Queries (B, H, T, hd), keys and values (B, Hkv, T, hd) of entries pairing hidden `g`"
-            " (B, T, d) with `tokens` (B, T)."
-        )
+        """Queries (B, H, T, hd), keys and values (B, Hkv, T, hd) of entries pairing hidden `g` (B,
+        T, d) with `tokens` (B, T)."""
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
         B, T, _ = g.shape
         # (B, T, 2d)
@@ -283,16 +269,13 @@ class FeatureDraft(nn.Module):
         return q, k, v
 
     def finish(self, g, attn):
-        (
-            "The rest of the layer: `g` (B, T, d) is the residual, `attn` (B, H, T, hd) the"
-            " attention output; returns `out` (B, T, d)."
-        )
+        """The rest of the layer: `g` (B, T, d) is the residual, `attn` (B, H, T, hd) the attention
+        output; returns `out` (B, T, d)."""
         B, _, T, _ = attn.shape
         h = g + self.lin(self.o_proj, attn.transpose(1, 2).reshape(B, T, -1))
         n = self.post_attention_layernorm(h)
         return h + self.lin(
-            self.down_proj, F.silu(self.lin(self.gate_proj, n)) * self.lin(self.up_proj, n)
-        )
+            self.down_proj, F.silu(self.lin(self.gate_proj, n)) * self.lin(self.up_proj, n))
 
 # %% ../nbs/07b_eagle.ipynb #9f3c6e0c
 def ttt_forward(fd:FeatureDraft, feats:torch.Tensor, # (B, L, F) target features, F = 3d
@@ -356,8 +339,7 @@ class FeatureData:
         "Two disjoint `FeatureData`: (train, held-out of `n_held_out` rows), drawn at random."
         perm = np.random.default_rng(seed).permutation(self.rows)
         return FeatureData(self.folder, np.sort(perm[n_held_out:])), FeatureData(
-            self.folder, np.sort(perm[:n_held_out])
-        )
+            self.folder, np.sort(perm[:n_held_out]))
     def tokens_sha(self) -> str:
         """A fingerprint of these rows' tokens, in order: equal for the same conversations, whatever
         the cache."""
@@ -367,8 +349,7 @@ class FeatureData:
             h.update(
                 np.ascontiguousarray(
                     self.arr["tokens"][self.offsets[r] : self.offsets[r + 1]]
-                ).tobytes()
-            )
+                ).tobytes())
         return h.hexdigest()[:16]
 
 def collate_features(rows:list[dict], device=None, dtype=torch.float32) -> dict:
@@ -380,8 +361,7 @@ def collate_features(rows:list[dict], device=None, dtype=torch.float32) -> dict:
         feats=torch.zeros(B, L, F_, dtype=torch.bfloat16),
         tokens=torch.zeros(B, L, dtype=torch.long), valid=torch.zeros(B, L, dtype=torch.bool),
         mask=torch.zeros(B, L, dtype=torch.bool), top_ids=torch.zeros(B, L, k, dtype=torch.long),
-        top_vals=torch.zeros(B, L, k),
-    )
+        top_vals=torch.zeros(B, L, k))
     for b, r in enumerate(rows):
         n = len(r["tokens"])
         out["feats"][b, :n] = torch.from_numpy(
@@ -403,10 +383,8 @@ def ttt_loss(fd:FeatureDraft, batch:dict, steps:int=3, # draft steps unrolled
              # weight of the SmoothL1 feature term (needs `batch["top"]`, see `top_features`)
              w_feat:float=0.0,
             ):
-    (
-        "Training-time-test loss of a collated batch (see `ttt_forward`); with `parts`, also"
-        " per-step CE, KL and top-1 agreement."
-    )
+    """Training-time-test loss of a collated batch (see `ttt_forward`); with `parts`, also per-step
+    CE, KL and top-1 agreement."""
     outs = ttt_forward(fd, batch["feats"], batch["tokens"], batch["valid"], steps)
     # token id -> head row, -1 outside
     lut = torch.full((fd.V,), -1, dtype=torch.long, device=fd.vocab.device)
@@ -435,8 +413,7 @@ def ttt_loss(fd:FeatureDraft, batch:dict, steps:int=3, # draft steps unrolled
         total = total + w * (w_ce * ce + w_kd * T * T * kl); wsum += w
         if w_feat:  # normed draft output vs the target's (P, d)
             fl = F.smooth_l1_loss(
-                fd.target_parts["norm"](o[m]).float(), batch["top"][:, s:][m].float()
-            )
+                fd.target_parts["norm"](o[m]).float(), batch["top"][:, s:][m].float())
             total = total + w * w_feat * fl; info[f"feat{s}"] = float(fl.detach())
         info.update({f"ce{s}": float(ce.detach()), f"kl{s}": float(kl.detach()),
                      f"acc{s}": float((z.argmax(-1) == y[m]).float().mean())})
@@ -444,8 +421,7 @@ def ttt_loss(fd:FeatureDraft, batch:dict, steps:int=3, # draft steps unrolled
     if parts:
         return loss, dict(
             info, ce=sum(v for k, v in info.items() if k.startswith("ce")) / max(len(outs), 1),
-            kl=sum(v for k, v in info.items() if k.startswith("kl")) / max(len(outs), 1),
-        )
+            kl=sum(v for k, v in info.items() if k.startswith("kl")) / max(len(outs), 1))
     return loss
 
 # %% ../nbs/07b_eagle.ipynb #67d4b611
@@ -466,8 +442,7 @@ def top_features(
     # (B, L, L)
     allowed = torch.ones(L, L, dtype=torch.bool, device=h.device).tril()[None] & valid[:, None, :]
     bias = torch.zeros(B, 1, L, L, dtype=h.dtype, device=h.device).masked_fill_(
-        ~allowed[:, None], torch.finfo(h.dtype).min
-    )
+        ~allowed[:, None], torch.finfo(h.dtype).min)
     for layer in dec.layers[layers[-1]:]:
         h = layer(h, attention_mask=bias, position_embeddings=pe, position_ids=pos)
         if isinstance(h, tuple): h = h[0]
@@ -493,8 +468,7 @@ class FeatureDrafter(TreeDrafter):
 
     def _attend(self, q, bias):  # q (1, H, T, hd), bias (1, 1, T, S) -> (1, H, T, hd)
         return F.scaled_dot_product_attention(
-            q, self.K, self.Vc, attn_mask=bias, enable_gqa=self.fd.H != self.fd.Hkv
-        )
+            q, self.K, self.Vc, attn_mask=bias, enable_gqa=self.fd.H != self.fd.Hkv)
 
     @torch.no_grad()
     def root_logits(self, context, hidden):
@@ -504,8 +478,7 @@ class FeatureDrafter(TreeDrafter):
             raise ValueError(
                 "FeatureDrafter needs the target's features at every committed position but the"
                 f" root: it has {self.n}, was given {m}, the context holds {n} tokens (is"
-                " feature_layers passed?)."
-            )
+                " feature_layers passed?).")
         if n < 2: return None  # a one-token prompt: no features yet, a plain step
         dev = self.K.device
         if m:
@@ -528,8 +501,7 @@ class FeatureDrafter(TreeDrafter):
         self._bias, _ = tree_bias(
             torch.tensor([self.n - 1]),
             batch_trees([self.tree], [torch.zeros(N, dtype=torch.long)]), self.n - 1, self.S,
-            self.K.dtype,
-        )
+            self.K.dtype)
         return fd.logits(self._out[0])[0, 0]
 
     @torch.no_grad()
@@ -583,8 +555,7 @@ def train_feature_drafter(
     same_layers = data.meta["layers"] == list(aux_layers(target.config.num_hidden_layers))
     if not same_layers or data.meta["fingerprint"] != target_fingerprint(target):
         raise ValueError(
-            f"The feature cache {data.folder} was made from another target or other layers."
-        )
+            f"The feature cache {data.folder} was made from another target or other layers.")
     torch.manual_seed(seed)
     if init is None: fd = FeatureDraft(target, vocab)
     else:
@@ -597,8 +568,7 @@ def train_feature_drafter(
         vocab_ids = None if vocab is None else torch.as_tensor(vocab, dtype=torch.long).unique()
         if vocab_ids is not None and not torch.equal(vocab_ids.cpu(), fd.vocab):
             raise ValueError(
-                f"{init} has its own vocabulary subset; leave `vocab` unset to fine-tune it."
-            )
+                f"{init} has its own vocabulary subset; leave `vocab` unset to fine-tune it.")
         meta = dict(meta or {}, init=str(init))
     before = param_hashes(target)
     def step_fn(m, rows, device):
@@ -609,14 +579,12 @@ def train_feature_drafter(
     meta = dict(
         meta or {}, design="eagle3", layers=json.dumps(list(fd.layers)),
         target_fingerprint=target_fingerprint(target), ttt_steps=ttt_steps, step_decay=step_decay,
-        w_feat=w_feat, cache=str(data.folder), rows=len(data),
-    )
+        w_feat=w_feat, cache=str(data.folder), rows=len(data))
     log = train_draft(
         fd, data, out, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, w_ce=w_ce,
         w_kd=w_kd, T=T, seed=seed, mixed_precision=mixed_precision, meta=meta,
         vocab=None if vocab is None and init is None else fd.vocab, ckpt_every=ckpt_every,
-        time_limit=time_limit, progress=progress, on_step=on_step, step_fn=step_fn,
-    )
+        time_limit=time_limit, progress=progress, on_step=on_step, step_fn=step_fn)
     if param_hashes(target) != before:
         raise RuntimeError("Training changed the target's parameters.")
     return fd.eval(), log
@@ -661,8 +629,7 @@ def load_draft_file(target, path:str|Path):
     return (
         load_feature_drafter(target, path)
         if design == "eagle3"
-        else load_draft_weights(target, path)
-    )
+        else load_draft_weights(target, path))
 
 # %% ../nbs/07b_eagle.ipynb #49993090
 def slice_batch(rows:list[dict]) -> dict:
@@ -682,8 +649,7 @@ def slice_batch(rows:list[dict]) -> dict:
         vals.append(torch.from_numpy(np.asarray(r["top_vals"], dtype=np.float32))[m])
     return dict(
         input_ids=ids, attention_mask=att, labels=lab, topk_values=torch.cat(vals),
-        topk_indices=torch.cat(idx),
-    )
+        topk_indices=torch.cat(idx))
 
 def train_slice_on_features(
     target, data:FeatureData, out:str|Path, # folder for checkpoints and `draft.safetensors`
@@ -704,18 +670,15 @@ def train_slice_on_features(
     def step_fn(m, rows, device):
         return step_loss(
             m, {k: v.to(device) for k, v in slice_batch(rows).items()}, None, w_ce, w_kd, T,
-            parts=True,
-        )
+            parts=True)
     meta = dict(
         meta or {}, design=design, n_base=n_layers, target_fingerprint=target_fingerprint(target),
-        cache=str(data.folder), rows=len(data),
-    )
+        cache=str(data.folder), rows=len(data))
     log = train_draft(
         draft, data, out, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, w_ce=w_ce,
         w_kd=w_kd, T=T, seed=seed, mixed_precision=mixed_precision, meta=meta, vocab=vocab,
         ckpt_every=ckpt_every, time_limit=time_limit, progress=progress, on_step=on_step,
-        step_fn=step_fn,
-    )
+        step_fn=step_fn)
     if param_hashes(target) != before:
         raise RuntimeError("Training changed the target's parameters.")
     if vocab is not None: draft.draft_vocab = torch.as_tensor(vocab, dtype=torch.long).unique()
@@ -751,8 +714,7 @@ def rank_acceptance(
     dev = fd.head_w.device
     for i in range(0, len(data), batch_size):
         b = collate_features(
-            [data[j] for j in range(i, min(i + batch_size, len(data)))], dev, fd.head_w.dtype
-        )
+            [data[j] for j in range(i, min(i + batch_size, len(data)))], dev, fd.head_w.dtype)
         L = b["tokens"].shape[1]
         for s, out in enumerate(ttt_forward(fd, b["feats"], b["tokens"], b["valid"], steps)):
             # positions j + s + 1 predicted by entry j
@@ -786,8 +748,7 @@ def export_eagle3(fd:FeatureDraft, folder:str|Path, dtype=torch.bfloat16) -> Pat
     c = lambda t: t.detach().to(dtype).cpu().contiguous()
     sd = {
         "fc.weight": c(fd.fc.weight), "norm.weight": c(fd.target_parts["norm"].weight),
-        "lm_head.weight": c(fd.head_w),
-    }
+        "lm_head.weight": c(fd.head_w)}
     for name in ("hidden_norm", "input_layernorm", "post_attention_layernorm"):
         sd[f"midlayer.{name}.weight"] = c(getattr(fd, name).weight)
     for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
@@ -802,8 +763,7 @@ def export_eagle3(fd:FeatureDraft, folder:str|Path, dtype=torch.bfloat16) -> Pat
     cfg.update(
         architectures=["LlamaForCausalLMEagle3"], num_hidden_layers=1, draft_vocab_size=len(v),
         target_hidden_size=fd.d, tie_word_embeddings=False,
-        torch_dtype=str(dtype).replace("torch.", ""),
-    )
+        torch_dtype=str(dtype).replace("torch.", ""))
     for k in ("layer_types", "dtype"): cfg.pop(k, None)
     atomic_write(folder/"config.json", lambda t: Path(t).write_text(json.dumps(cfg, indent=2)))
     return folder

@@ -120,8 +120,7 @@ class Products:
                     wx_linear(x, layer) if wx and layer.device.type == "cpu" else F.linear(x, layer)
                 )
             return (
-                wx_linear(x, layer.weight, layer.bias) if wx and _plain_linear(layer) else layer(x)
-            )
+                wx_linear(x, layer.weight, layer.bias) if wx and _plain_linear(layer) else layer(x))
         return lin
 
 class NativeForward:
@@ -138,12 +137,10 @@ class NativeForward:
         if model.config.model_type not in NATIVE_TYPES:
             raise ValueError(
                 f"No native forward for {model.config.model_type!r} (native:"
-                f" {', '.join(NATIVE_TYPES)})."
-            )
+                f" {', '.join(NATIVE_TYPES)}).")
         self.model, dec = model, model.get_decoder()
         self.embed, self.layers, self.norm, self.rotary = (
-            dec.embed_tokens, dec.layers, dec.norm, dec.rotary_emb,
-        )
+            dec.embed_tokens, dec.layers, dec.norm, dec.rotary_emb)
         self.head = model.get_output_embeddings()
         self.products = Products(model, matmul, max_pick)
 
@@ -174,16 +171,14 @@ class NativeForward:
         # chosen here, eagerly: plain flags below
         wx, head_wx = self.form(B * T) == "wx", self.form(B * R) == "wx"
         return (run or self.run)(
-            cache, tokens, positions, slots, bias, tuple(layers), rows, wx, head_wx
-        )
+            cache, tokens, positions, slots, bias, tuple(layers), rows, wx, head_wx)
 
     @torch.no_grad()
     def run(self, cache, tokens, positions, slots, bias, layers, rows, wx:bool, head_wx:bool):
         """The forward itself, with the product forms given (`wx` for the layers, `head_wx` for the
         head)."""
         attn = ALL_ATTENTION_FUNCTIONS.get_interface(
-            self.model.config._attn_implementation, eager_attention_forward
-        )
+            self.model.config._attn_implementation, eager_attention_forward)
         B, T = tokens.shape
         lin, head_lin = Products.lin(wx), Products.lin(head_wx)
         x = self.embed(tokens)                                               # (B, T, d)
@@ -195,8 +190,7 @@ class NativeForward:
             shape = (B, T, -1, a.head_dim)
             q, k, v = (
                 lin(a.q_proj, h).view(shape), lin(a.k_proj, h).view(shape),
-                lin(a.v_proj, h).view(shape),
-            )
+                lin(a.v_proj, h).view(shape))
             # Qwen3: per-head norms before RoPE
             if hasattr(a, "q_norm"): q, k = a.q_norm(q), a.k_norm(k)
             # (B, H, T, hd)
@@ -243,15 +237,13 @@ class TreeInputs:
         `n` (= committed tokens)."""
         if int(n) + self.N > self.S:
             raise ValueError(
-                f"A tree of {self.N} nodes after {int(n)} tokens does not fit in {self.S} slots."
-            )
+                f"A tree of {self.N} nodes after {int(n)} tokens does not fit in {self.S} slots.")
         rel = self.arange_s - n  # (S,) slot relative to the root
         inside = (rel >= 0) & (rel < self.N)
         # (N, S)
         allowed = (rel < 0)[None, :] | (self.mask[:, rel.clamp(0, self.N - 1)] & inside[None, :])
         bias = torch.zeros(self.N, self.S, dtype=self.dtype, device=self.mask.device).masked_fill_(
-            ~allowed, self.min
-        )
+            ~allowed, self.min)
         return bias[None, None], (n + self.depth)[None], n + self.arange_n
 
 # %% ../nbs/05a_engine.ipynb #079c21ee
@@ -290,8 +282,7 @@ def greedy_accept_batch(tb:TreeBatch, # the round's padded trees (masks, depths,
     host in all."""
     dev = tokens.device
     return _accept_rows(
-        tb.mask.to(dev), tb.depth.to(dev), tb.parent.to(dev), tb.valid.to(dev), tokens, logits
-    )
+        tb.mask.to(dev), tb.depth.to(dev), tb.parent.to(dev), tb.valid.to(dev), tokens, logits)
 
 # %% ../nbs/05a_engine.ipynb #a849b76f
 class HFForward:
@@ -307,8 +298,7 @@ class HFForward:
         try:
             out = self.model(
                 input_ids=tokens, position_ids=positions, attention_mask=bias, cache=cache,
-                use_cache=True, output_hidden_states=bool(layers),
-            )
+                use_cache=True, output_hidden_states=bool(layers))
         finally:
             cache._slots = None
         logits = out.logits if rows is None else out.logits[:, rows]
@@ -337,8 +327,7 @@ def make_forward(
         # the product forms are chosen eagerly, the compiled part gets them as plain flags
         if native:
             f.compiled = functools.partial(
-                f.__call__, run=torch.compile(f.run, dynamic=False, mode=mode)
-            )
+                f.__call__, run=torch.compile(f.run, dynamic=False, mode=mode))
         else:
             f.compiled = torch.compile(f.__call__, dynamic=False, mode=mode)
     kept[key] = f
@@ -419,8 +408,7 @@ def best_tree(P, verify_ms, # verify_ms(N) -> ms of a target forward over N node
         e = 1 + expected_accepted(paths, P)  # + the bonus token
         ms = verify_ms(n + 1) + (draft_ms(depth) if depth else 0.0) + overhead_ms
         rows.append(
-            dict(nodes=n + 1, depth=depth, tokens=e, ms=ms, tokens_per_ms=e / ms, paths=paths)
-        )
+            dict(nodes=n + 1, depth=depth, tokens=e, ms=ms, tokens_per_ms=e / ms, paths=paths))
     best = max(rows, key=lambda r: r["tokens_per_ms"])
     return TreeConfig(paths=best["paths"]) if best["paths"] else TreeConfig(0, 1), rows
 
@@ -437,10 +425,8 @@ def _interp(table:dict):
     return f
 
 def _costs_key(target, draft, engine:str, compile:bool) -> str:
-    (
-        "Which measurement a cost entry is: hardware, target, dtype, quantization, engine (products"
-        " per row count), draft, threads."
-    )
+    """Which measurement a cost entry is: hardware, target, dtype, quantization, engine (products
+    per row count), draft, threads."""
     from flashspec.models import hardware
     from flashspec.distill import target_fingerprint
     w = target.get_output_embeddings().weight
@@ -451,8 +437,7 @@ def _costs_key(target, draft, engine:str, compile:bool) -> str:
         "|matmul=auto|"
         f"{type(draft).__name__}:{n}:{0 if v is None else len(v)}|threads={torch.get_num_threads()}"
         # `quantize_target`'s method
-        + (f"|quant={q}" if (q := getattr(target, "flashspec_quant", None)) else "")
-    )
+        + (f"|quant={q}" if (q := getattr(target, "flashspec_quant", None)) else ""))
 
 # %% ../nbs/05a_engine.ipynb #c783e5a7
 def other_load(seconds:float=0.5) -> float|None:
@@ -500,8 +485,7 @@ def tree_costs(
     bar = tqdm(
         total=rounds * len(sizes) + len(depths),
         desc="measuring this machine's costs (cached after)", disable=not progress, leave=False,
-        file=sys.stderr,
-    )
+        file=sys.stderr)
     times = {n: [] for n in sizes}
     # interleaved passes: a drift of the machine's speed hits every size alike
     for _ in range(rounds):
@@ -522,8 +506,7 @@ def tree_costs(
         # the difference of two runs leaves out the first round (a feature drafter takes in the
         # whole prompt there)
         rnd[d] = max(
-            1000 * (rest(b) - rest(a)) / max(b.target_forwards - a.target_forwards, 1), 0.0
-        )
+            1000 * (rest(b) - rest(a)) / max(b.target_forwards - a.target_forwards, 1), 0.0)
         bar.update()
     bar.close()
     busy = max(x or 0.0 for x in busy + [check()])
@@ -531,8 +514,7 @@ def tree_costs(
         # another job shared the cores: cached, these timings would mislead every later run
         warnings.warn(
             f"Other processes kept {busy:.1f} cores busy while flashspec measured the tree's costs:"
-            f" they are used for this run but not cached in {path}. Measure with the machine idle."
-        )
+            f" they are used for this run but not cached in {path}. Measure with the machine idle.")
         return dict(verify=verify, round=rnd)
     book[key] = dict(verify=verify, round=rnd)
     atomic_write(path, lambda t: Path(t).write_text(json.dumps(book, indent=1)))
@@ -547,8 +529,7 @@ def draft_acceptance(draft, calibrated:bool=True) -> list|None:
     return (
         calibrated_acceptance(json.loads(p), json.loads(c)["rates"])
         if c and calibrated
-        else json.loads(p)
-    )
+        else json.loads(p))
 
 def auto_tree(target, draft, P=None, # acceptance table (default: `draft_acceptance(draft)`)
               costs:dict|None=None, # measured costs (default: `tree_costs(target, draft, ...)`)
@@ -558,8 +539,7 @@ def auto_tree(target, draft, P=None, # acceptance table (default: `draft_accepta
     P = P if P is not None else draft_acceptance(draft)
     if P is None:
         raise ValueError(
-            "auto_tree needs the drafter's acceptance table P: none is stored with this draft."
-        )
+            "auto_tree needs the drafter's acceptance table P: none is stored with this draft.")
     costs = costs or tree_costs(target, draft, **kw)
     verify, rnd = _interp(costs["verify"]), _interp(costs["round"])
     over = rnd(0)

@@ -27,11 +27,9 @@ class StaticKVCache(Cache):
         dtype = w.dtype if w.dtype.is_floating_point else torch.float32
         shape = (batch_size, n_kv, max_len, hd)
         self.keys = [
-            torch.zeros(shape, dtype=dtype, device=w.device) for _ in range(cfg.num_hidden_layers)
-        ]
+            torch.zeros(shape, dtype=dtype, device=w.device) for _ in range(cfg.num_hidden_layers)]
         self.values = [
-            torch.zeros(shape, dtype=dtype, device=w.device) for _ in range(cfg.num_hidden_layers)
-        ]
+            torch.zeros(shape, dtype=dtype, device=w.device) for _ in range(cfg.num_hidden_layers)]
         self.max_len = max_len
         # committed tokens per row (CPU ints)
         self.lengths = torch.zeros(batch_size, dtype=torch.long)
@@ -110,8 +108,7 @@ def append(model, cache:StaticKVCache, tokens:torch.Tensor, # (B, T), rows at eq
         raise ValueError("append needs rows of equal length; use tree steps otherwise.")
     if n0 + T > cache.max_len:
         raise ValueError(
-            f"{n0 + T} tokens do not fit in the static cache of {cache.max_len} slots."
-        )
+            f"{n0 + T} tokens do not fit in the static cache of {cache.max_len} slots.")
     pos = (n0 + torch.arange(T)).repeat(B, 1)
     w = model.get_output_embeddings().weight
     bias = causal_bias(cache, cache.lengths, T, w.dtype)
@@ -128,8 +125,7 @@ def tree_step(model, cache:StaticKVCache, tb:TreeBatch, hidden:bool=False):
     if slot0 + n > cache.max_len:
         raise ValueError(
             f"A tree of {n} nodes after {slot0} tokens does not fit in the cache ({cache.max_len}"
-            " slots)."
-        )
+            " slots).")
     w = model.get_output_embeddings().weight
     bias, pos = tree_bias(cache.lengths, tb, slot0, cache.max_len, w.dtype)
     out = forward(model, cache, tb.tokens, pos, torch.arange(slot0, slot0 + n), bias, hidden)
@@ -161,8 +157,7 @@ def prefill(model, cache:StaticKVCache, prompts:list) -> None:
     if max(len(p) for p in prompts) > cache.max_len:
         raise ValueError(
             f"A prompt of {max(len(p) for p in prompts)} tokens does not fit in the cache "
-            f"({cache.max_len} slots)."
-        )
+            f"({cache.max_len} slots).")
     chains = [compile_tree(tuple((0,) * d for d in range(1, len(p)))) for p in prompts]
     _, s0 = tree_step(model, cache, batch_trees(chains, [torch.as_tensor(p) for p in prompts]))
     commit(cache, s0, [list(range(len(p))) for p in prompts])

@@ -26,47 +26,37 @@ def adaptive_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
     "Add the adaptive-drafting options (`--adaptive` and the `AdaptiveConfig` fields) to `p`."
     d = AdaptiveConfig()
     g = p.add_argument_group(
-        "adaptive drafting", "confidence-driven tree length and width (see flashspec.adaptive)"
-    )
+        "adaptive drafting", "confidence-driven tree length and width (see flashspec.adaptive)")
     g.add_argument(
         "--adaptive", action="store_true",
-        help="grow each tree by the draft's confidence instead of the fixed --depth x --width tree",
-    )
+        help="grow each tree by the draft's confidence instead of the fixed --depth x --width tree")
     g.add_argument(
         "--min-draft-length", type=int, default=d.min_draft_length,
-        help="the best chain is at least this deep",
-    )
+        help="the best chain is at least this deep")
     g.add_argument(
-        "--max-draft-length", type=int, default=d.max_draft_length, help="no node deeper than this"
-    )
+        "--max-draft-length", type=int, default=d.max_draft_length, help="no node deeper than this")
     g.add_argument("--confidence-threshold", type=float, default=d.confidence_threshold,
                    help="starting threshold on a node's path probability under the draft")
     g.add_argument(
         "--acceptance-window", type=int, default=d.acceptance_window,
-        help="rounds the threshold adapts over",
-    )
+        help="rounds the threshold adapts over")
     g.add_argument(
         "--threshold-step", type=float, default=d.threshold_step,
-        help="how far the threshold moves per round",
-    )
+        help="how far the threshold moves per round")
     g.add_argument(
         "--no-adaptive-threshold", action="store_true",
-        help="keep the threshold at --confidence-threshold",
-    )
+        help="keep the threshold at --confidence-threshold")
     g.add_argument("--marginal-acceptance", type=float, default=d.marginal_acceptance,
                    help="how often the deepest drafted token must be accepted to pay for itself")
     g.add_argument("--max-width", type=int, default=d.max_width, help="children per node at most")
     g.add_argument(
-        "--max-nodes", type=int, default=d.max_nodes, help="nodes per tree at most, root included"
-    )
+        "--max-nodes", type=int, default=d.max_nodes, help="nodes per tree at most, root included")
     g.add_argument(
         "--fixed-length", action="store_true",
-        help="the best chain always runs to --max-draft-length",
-    )
+        help="the best chain always runs to --max-draft-length")
     g.add_argument(
         "--fixed-width", action="store_true",
-        help="the backbone gets --max-width alternatives, other nodes none",
-    )
+        help="the backbone gets --max-width alternatives, other nodes none")
     return p
 
 def adaptive_config(args:argparse.Namespace) -> AdaptiveConfig|None:
@@ -78,58 +68,45 @@ def adaptive_config(args:argparse.Namespace) -> AdaptiveConfig|None:
         confidence_threshold=args.confidence_threshold, acceptance_window=args.acceptance_window,
         adaptive_enabled=not args.no_adaptive_threshold, threshold_step=args.threshold_step,
         max_width=args.max_width, max_nodes=args.max_nodes, dynamic_length=not args.fixed_length,
-        dynamic_width=not args.fixed_width, marginal_acceptance=args.marginal_acceptance,
-    )
+        dynamic_width=not args.fixed_width, marginal_acceptance=args.marginal_acceptance)
 
 def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the options that choose the target, the draft, the tree, the dtype, the device and a
     quantization method to `p`."""
     p.add_argument(
         "--target",
-        help="local HF checkpoint of the target (default: embedded SmolLM2-135M-Instruct)",
-    )
+        help="local HF checkpoint of the target (default: embedded SmolLM2-135M-Instruct)")
     p.add_argument(
         "--draft",
         help=(
             "a draft sharing the target's vocabulary: a local HF checkpoint, or the "
-            "draft.safetensors `flashspec distill` wrote (either design)"
-        ),
-    )
+            "draft.safetensors `flashspec distill` wrote (either design)"))
     p.add_argument(
         "--draft-layers",
         type=int,
         help=(
             "draft = the target's first K layers, untrained "
-            "(default: the draft shipped for the embedded target, else K=4)"
-        ),
-    )
+            "(default: the draft shipped for the embedded target, else K=4)"))
     p.add_argument(
         "--draft-design",
         choices=["eagle3", "slice"],
         help=(
             "which shipped draft (default: eagle3, the "
-            "fastest measured; slice: the distilled 2-layer slice)"
-        ),
-    )
+            "fastest measured; slice: the distilled 2-layer slice)"))
     p.add_argument(
-        "--lookup", action="store_true", help="draft by prompt lookup instead of a model"
-    )
+        "--lookup", action="store_true", help="draft by prompt lookup instead of a model")
     p.add_argument(
         "--no-merge-lookup",
         action="store_true",
         help=(
             "the draft model's tree alone (by default greedy decoding merges prompt-lookup chains"
-            " into it: measured faster, see the decoding notebook)"
-        ),
-    )
+            " into it: measured faster, see the decoding notebook)"))
     p.add_argument(
         "--no-gate",
         action="store_true",
         help=(
             "merge every lookup chain (and store tree) whole; by default each is cut to the depth"
-            " the cost model says pays on this machine, where it measured one"
-        ),
-    )
+            " the cost model says pays on this machine, where it measured one"))
     p.add_argument(
         "--answer-store",
         nargs="?",
@@ -138,69 +115,54 @@ def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
         help=(
             "also merge in the most frequent continuations of the target's own earlier answers (a"
             " `distill-data` file; with no file, the shared answers of the embedded target); more"
-            " tokens per forward, measured slower on a 2-core CPU"
-        ),
-    )
+            " tokens per forward, measured slower on a 2-core CPU"))
     p.add_argument(
         "--depth",
         type=int,
         help=(
             "tree backbone depth K (default: the cost model's tree for this draft "
-            "and machine where the draft carries its measured acceptance, else 4)"
-        ),
-    )
+            "and machine where the draft carries its measured acceptance, else 4)"))
     p.add_argument(
-        "--width", type=int, help="alternatives per level M (default: as --depth, else 3)"
-    )
+        "--width", type=int, help="alternatives per level M (default: as --depth, else 3)")
     p.add_argument(
         "--min-prob",
         type=float,
         default=0.0,
         help=(
             "adaptive tree: draft a token only where the draft gives it at least this probability "
-            "(0 = fixed tree)"
-        ),
-    )
+            "(0 = fixed tree)"))
     p.add_argument(
         "--no-pad",
         action="store_true",
         help=(
             "run each tree at its own size (by default a tree is padded to a "
-            "larger size whose forward was measured cheaper here, see `node_padding`)"
-        ),
-    )
+            "larger size whose forward was measured cheaper here, see `node_padding`)"))
     adaptive_args(p)
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     p.add_argument(
-        "--device", default="cpu", help="where the target and draft run: cpu, cuda, cuda:1, ..."
-    )
+        "--device", default="cpu", help="where the target and draft run: cpu, cuda, cuda:1, ...")
     p.add_argument(
         "--quantize",
         choices=list(QUANT_METHODS),
         help=(
             "quantize the target's decoder layers to INT8 or INT4 "
-            "(after the draft is made: the draft stays in --dtype); see the quant notebook"
-        ),
-    )
+            "(after the draft is made: the draft stays in --dtype); see the quant notebook"))
     p.add_argument(
         "--engine",
         default="auto",
         choices=list(ENGINES),
         help=(
             "the target's forward: native (Llama family), "
-            "hf (the Hugging Face reference) or auto (native where it exists)"
-        ),
-    )
+            "hf (the Hugging Face reference) or auto (native where it exists)"))
     p.add_argument(
         "--compile", action="store_true",
-        help="torch.compile the target's tree forward (CUDA graphs on a GPU)",
-    )
+        help="torch.compile the target's tree forward (CUDA graphs on a GPU)")
     p.add_argument("--max-new-tokens", type=int, default=128)
     return p
 
 def load_models(args:argparse.Namespace):
-    ("Target, tokenizer and drafter from `model_args` options: `(target, tokenizer, draft)`;"
-     " `args.draft_name` says which draft.")
+    """Target, tokenizer and drafter from `model_args` options: `(target, tokenizer, draft)`;
+    `args.draft_name` says which draft."""
     dev = getattr(args, "device", "cpu")  # `load_target` refuses a CUDA device where there is none
     target, tok = load_target(args.target, dtype=args.dtype, device=dev)
     if args.lookup:
@@ -210,8 +172,7 @@ def load_models(args:argparse.Namespace):
     elif args.draft:
         draft, args.draft_name = (
             load_target(args.draft, dtype=args.dtype, device=dev)[0],
-            args.draft,
-        )
+            args.draft)
     elif args.draft_layers:
         draft = slice_draft(target, args.draft_layers)
         args.draft_name = f"first {args.draft_layers} target layers, untrained"
@@ -229,14 +190,12 @@ def load_models(args:argparse.Namespace):
             v = getattr(draft, "draft_vocab", None)
             args.draft_name = (
                 f"distilled draft shipped with flashspec ({draft.config.num_hidden_layers} layers"
-                + (f", {len(v)}-token vocabulary subset)" if v is not None else ")")
-            )
+                + (f", {len(v)}-token vocabulary subset)" if v is not None else ")"))
         except (ValueError, FileNotFoundError) as e:
             print(
                 f"flashspec: no distilled draft for this target ({e}); drafting with its first 4"
                 " layers, untrained.",
-                file=sys.stderr,
-            )
+                file=sys.stderr)
             draft, args.draft_name = slice_draft(target, 4), "first 4 target layers, untrained"
     return _quantized(target, tok, draft, args)
 
@@ -255,8 +214,7 @@ def _quantized(target, tok, draft, args):
     # forward sizes measured cheaper than smaller ones (`node_padding`), where the cost model
     # measured them
     args.pad_nodes = (
-        node_padding(costs["verify"]) if costs and not getattr(args, "no_pad", False) else {}
-    )
+        node_padding(costs["verify"]) if costs and not getattr(args, "no_pad", False) else {})
     return target, tok, draft
 
 def choose_tree(target, draft, args:argparse.Namespace) -> tuple[TreeConfig, str, dict|None]:
@@ -266,20 +224,17 @@ def choose_tree(target, draft, args:argparse.Namespace) -> tuple[TreeConfig, str
     # the cost model needs the target to measure and the draft's acceptance table
     if fixed or target is None or isinstance(draft, Drafter) or draft_acceptance(draft) is None:
         t = TreeConfig(
-            4 if args.depth is None else args.depth, 3 if args.width is None else args.width
-        )
+            4 if args.depth is None else args.depth, 3 if args.width is None else args.width)
         return t, f"tree depth {t.depth} x width {t.width}", None
     costs = tree_costs(
         target, draft, engine=getattr(args, "engine", "auto"),
-        compile=getattr(args, "compile", False),
-    )
+        compile=getattr(args, "compile", False))
     # the costs read (or measured) once, for the tree and the padding
     t, _ = auto_tree(target, draft, costs=costs)
     paths = t.index_paths()
     desc = (
         f"cost-model tree ({len(paths) + 1} nodes, depth {max(map(len, paths), default=0)},"
-        " measured here)"
-    )
+        " measured here)")
     return t, desc, costs
 
 # %% ../nbs/07a_load.ipynb #2d14a904
@@ -293,8 +248,7 @@ def make_drafter(draft, args:argparse.Namespace) -> Drafter:
         if getattr(args, "answer_store", None):
             raise ValueError(
                 "--answer-store merges into a draft model's trees; this draft is a"
-                f" {type(draft).__name__}."
-            )
+                f" {type(draft).__name__}.")
         return draft
     # set by `load_models`; else the options'
     tree = getattr(args, "tree", None) or choose_tree(None, draft, args)[0]
@@ -302,14 +256,12 @@ def make_drafter(draft, args:argparse.Namespace) -> Drafter:
     inner = (
         draft.drafter(tree, min_prob=mp)
         if hasattr(draft, "drafter")
-        else ModelDrafter(draft, tree, min_prob=mp)
-    )
+        else ModelDrafter(draft, tree, min_prob=mp))
     if getattr(args, "answer_store", None) and (
         cfg is not None or getattr(args, "no_merge_lookup", False)
     ):
         raise ValueError(
-            "--answer-store merges into the default drafter: drop --adaptive / --no-merge-lookup."
-        )
+            "--answer-store merges into the default drafter: drop --adaptive / --no-merge-lookup.")
     store = store_drafter(args, getattr(inner, "V", None) or None)
     if cfg is not None: return AdaptiveDrafter(inner, cfg)
     if getattr(args, "no_merge_lookup", False): return inner
@@ -330,6 +282,5 @@ def store_drafter(args:argparse.Namespace, vocab_size:int|None=None) -> StoreDra
     if path == "shared" and getattr(args, "target", None):
         raise ValueError(
             "--answer-store without a file reads the embedded target's answers; for --target, give"
-            " a `flashspec distill-data` file of that target's own answers."
-        )
+            " a `flashspec distill-data` file of that target's own answers.")
     return StoreDrafter(answers_store(None if path == "shared" else path, vocab_size=vocab_size))

@@ -32,8 +32,7 @@ def quiet_imports():
 # command print only their own output
 with quiet_imports():
     from transformers import (
-        AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM,
-    )
+        AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM)
 
 # %% ../nbs/00_models.ipynb #c064acb3
 def quiet_hf() -> None:
@@ -51,10 +50,8 @@ def cache_dir() -> Path:
     return Path(os.environ.get("FLASHSPEC_CACHE", Path.home()/".cache"/"flashspec"))
 
 def atomic_write(path:str|Path, write) -> Path:
-    (
-        "Call `write(tmp)` on a temporary file beside `path`, then rename it onto `path`: readers"
-        " see the old file or the whole new one."
-    )
+    """Call `write(tmp)` on a temporary file beside `path`, then rename it onto `path`: readers see
+    the old file or the whole new one."""
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-"); os.close(fd)
     try: write(tmp); os.replace(tmp, path)
@@ -79,8 +76,7 @@ def hardware(device=None) -> str:
     if device is not None and torch.device(device).type == "cuda":
         return (
             f"{torch.cuda.get_device_name(torch.device(device))}, torch {torch.__version__}, CUDA"
-            f" {torch.version.cuda}"
-        )
+            f" {torch.version.cuda}")
     cpu = platform.processor() or platform.machine()
     try:
         for line in open("/proc/cpuinfo"):
@@ -98,8 +94,7 @@ def embedded_model_dir(force:bool=False, # convert again even if the cache exist
     gguf = embedded_gguf()
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(
-        gguf.parent, gguf_file=gguf.name, dtype=torch.float32
-    )
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     # `save_pretrained` refuses a model that still carries the GGUF quantizer, although its weights
     # are already de-quantized fp32 tensors: drop the quantizer and its config entry.
     model.hf_quantizer = None
@@ -130,8 +125,7 @@ def check_supported(model) -> None:
     if getattr(cfg, "is_encoder_decoder", False):
         raise ValueError(
             f"{type(model).__name__} is an encoder-decoder model; flashspec needs a decoder-only"
-            " causal LM."
-        )
+            " causal LM.")
     mt = getattr(cfg, "model_type", None)
     if mt not in SUPPORTED_MODEL_TYPES:
         raise ValueError(
@@ -141,8 +135,7 @@ def check_supported(model) -> None:
     if getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True):
         raise ValueError(
             f"{mt} with a sliding attention window ({cfg.sliding_window}) is not supported: "
-            "the tree mask assumes full attention."
-        )
+            "the tree mask assumes full attention.")
 
 # %% ../nbs/00_models.ipynb #e28b6480
 def load_target(
@@ -166,8 +159,7 @@ def load_target(
     if getattr(cfg, "is_encoder_decoder", False) or cfg.model_type not in SUPPORTED_MODEL_TYPES:
         raise ValueError(
             f"Unsupported model at {path}: model_type {cfg.model_type!r}; flashspec supports "
-            f"{', '.join(SUPPORTED_MODEL_TYPES)} causal LMs."
-        )
+            f"{', '.join(SUPPORTED_MODEL_TYPES)} causal LMs.")
     from transformers.utils import logging as hf_logging
     bar = hf_logging.is_progress_bar_enabled()
     # a 1-second load needs no progress bar (and it clutters notebooks)
@@ -189,8 +181,7 @@ def tiny_llama(n_layers:int=4, vocab_size:int=128, hidden:int=64, heads:int=4, k
         vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
         num_hidden_layers=n_layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
         max_position_embeddings=4096, tie_word_embeddings=tie, eos_token_id=1, bos_token_id=0,
-        pad_token_id=0, **kw,
-    )
+        pad_token_id=0, **kw)
     m = LlamaForCausalLM(cfg)
     # Hugging Face's default init (std 0.02) gives nearly flat logits and degenerate, repetitive
     # greedy text. Weights ~ N(0, gain^2 / fan_in) and unit-variance embeddings give varied text
@@ -218,8 +209,7 @@ def to_messages(turns:list, # user strings, or {'role','content'} dicts
             ):
                 raise ValueError(
                     f"Bad chat message {m!r}: need role in system/user/assistant and a string"
-                    " content."
-                )
+                    " content.")
         return list(turns)
     msgs = []
     answers = answers or []
@@ -245,23 +235,20 @@ def encode_chat(tokenizer, turns, answers=None,
     starts = [i for i in _turn_starts(msgs)] or [len(system)]
     def render(ms):
         ids = tokenizer.apply_chat_template(
-            ms, add_generation_prompt=add_generation_prompt, tokenize=True
-        )
+            ms, add_generation_prompt=add_generation_prompt, tokenize=True)
         if hasattr(ids, "keys"): ids = ids["input_ids"]
         return list(ids)
     for s in starts:  # drop the oldest turns first
         ids = render(system + msgs[s:])
         if max_tokens is None or len(ids) <= max_tokens: return ids
     raise ValueError(
-        f"The last turn alone renders to {len(ids)} tokens, more than max_tokens={max_tokens}."
-    )
+        f"The last turn alone renders to {len(ids)} tokens, more than max_tokens={max_tokens}.")
 
 # %% ../nbs/00_models.ipynb #ed67c84b
 CHATML_TEMPLATE = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
     "'<|im_end|>' + '\n'}}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
 
 def tiny_tokenizer(words=None):
     """A word-level `PreTrainedTokenizerFast` with a ChatML template, for tests (vocabulary:

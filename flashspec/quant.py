@@ -22,10 +22,8 @@ __all__ = ['INT4_GROUP', 'QUANT_METHODS', 'ACTIVATION_QUANT', 'int8_product_satu
 # %% ../nbs/06_quant.ipynb #062b9154
 @lru_cache(maxsize=None)
 def int8_product_saturates() -> bool:
-    (
-        "Whether `torch._int_mm` on this CPU loses exactness at full int8 range (oneDNN without"
-        " VNNI sums u8 x s8 pairs in int16)."
-    )
+    """Whether `torch._int_mm` on this CPU loses exactness at full int8 range (oneDNN without VNNI
+    sums u8 x s8 pairs in int16)."""
     # the worst case: every pair is 127 * 127 (255 * 127 after oneDNN's u8 shift)
     a = torch.full((8, 64), 127, dtype=torch.int8)
     return int(torch._int_mm(a, a.t())[0, 0]) != 127 * 127 * 64
@@ -47,8 +45,7 @@ class Int8Linear(nn.Module):
         self.bias = (
             None
             if linear.bias is None
-            else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
-        )
+            else nn.Parameter(linear.bias.detach().clone(), requires_grad=False))
 
     def forward(self, x):                                        # x (..., K)
         x2 = x.reshape(-1, self.in_features)  # (M, K), M = tokens in this forward
@@ -63,8 +60,7 @@ class Int8Linear(nn.Module):
     def extra_repr(self):
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, int8 (weights"
-            f" ±{self.qmax})"
-        )
+            f" ±{self.qmax})")
 
 # %% ../nbs/06_quant.ipynb #a7d4e0c2
 # inputs per scale and zero point (groups of 64 move the target far more: *Which group size*)
@@ -98,8 +94,7 @@ class Int4Linear(nn.Module):
         if not self.fits(K, N, group):
             raise ValueError(
                 f"Int4Linear needs in_features divisible by {group} and out_features by 16; "
-                f"this layer maps {K} -> {N}."
-            )
+                f"this layer maps {K} -> {N}.")
         self.in_features, self.out_features, self.group = K, N, group
         q, s, z = int4_groups(linear.weight, group)
         # packed codes
@@ -109,15 +104,13 @@ class Int4Linear(nn.Module):
         self.bias = (
             None
             if linear.bias is None
-            else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
-        )
+            else nn.Parameter(linear.bias.detach().clone(), requires_grad=False))
 
     def forward(self, x):                                                   # x (..., K)
         x2 = x.reshape(-1, self.in_features).bfloat16()                    # (M, K)
         # (M, N)
         y = torch.ops.aten._weight_int4pack_mm_for_cpu(
-            x2, self.qweight, self.group, self.scales_zeros
-        )
+            x2, self.qweight, self.group, self.scales_zeros)
         y = y.to(x.dtype)
         if self.bias is not None: y = y + self.bias.to(x.dtype)
         return y.reshape(*x.shape[:-1], self.out_features)
@@ -125,8 +118,7 @@ class Int4Linear(nn.Module):
     def extra_repr(self):
         return (
             f"in_features={self.in_features}, out_features={self.out_features}, int4 (groups of"
-            f" {self.group})"
-        )
+            f" {self.group})")
 
 
 # %% ../nbs/06_quant.ipynb #3799a12b
@@ -152,15 +144,13 @@ def _check_int4(layers:nn.Module) -> None:
         raise RuntimeError(
             "int4-weight needs torch's CPU int4 kernel"
             f" (torch.ops.aten._weight_int4pack_mm_for_cpu), which torch {torch.__version__} lacks;"
-            " upgrade torch."
-        )
+            " upgrade torch.")
     bad = sorted({(m.in_features, m.out_features) for m in layers.modules()
                   if type(m) is nn.Linear and not Int4Linear.fits(m.in_features, m.out_features)})
     if bad:
         raise ValueError(
             f"int4-weight needs in_features divisible by {INT4_GROUP} and out_features by 16; "
-            f"this model's layers map {', '.join(f'{k} -> {n}' for k, n in bad)}."
-        )
+            f"this model's layers map {', '.join(f'{k} -> {n}' for k, n in bad)}.")
 
 def _swap_linears(layers:nn.Module, make) -> None:
     "Replace every `nn.Linear` below `layers` by `make(linear)`."
@@ -173,8 +163,7 @@ def _bnb_linear(linear:nn.Linear, threshold:float=6.0):
     q = bnb.nn.Linear8bitLt(linear.in_features, linear.out_features, linear.bias is not None,
                             has_fp16_weights=False, threshold=threshold, device="meta")
     q.weight = bnb.nn.Int8Params(
-        linear.weight.detach().clone(), requires_grad=False, has_fp16_weights=False
-    )
+        linear.weight.detach().clone(), requires_grad=False, has_fp16_weights=False)
     if linear.bias is not None:
         q.bias = nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
     # Int8Params quantizes (LLM.int8 row-wise absmax) when moved to a device
@@ -258,15 +247,12 @@ def quantize_target(model, # a causal LM flashspec supports; modified in place
                     # measure batch invariance (`batch_gap`) before and after, warn if lost
                     check:bool=True,
                    ):
-    (
-        "Quantize the decoder layers' linear weights of `model` to INT8 or INT4 **in place** and"
-        " return it; embeddings, norms, head keep their dtype."
-    )
+    """Quantize the decoder layers' linear weights of `model` to INT8 or INT4 **in place** and
+    return it; embeddings, norms, head keep their dtype."""
     check_supported(model)
     if method not in QUANT_METHODS:
         raise ValueError(
-            f"Unknown quantization method {method!r}; choose from {', '.join(QUANT_METHODS)}."
-        )
+            f"Unknown quantization method {method!r}; choose from {', '.join(QUANT_METHODS)}.")
     if quant_method(model):
         raise ValueError(f"The model is already quantized ({quant_method(model)}).")
     w = model.get_output_embeddings().weight
@@ -274,8 +260,7 @@ def quantize_target(model, # a causal LM flashspec supports; modified in place
     if dev not in QUANT_METHODS[method]:
         ok = [m for m, d in QUANT_METHODS.items() if dev in d]
         raise RuntimeError(
-            f"{method} does not run on {dev}; methods for {dev}: {', '.join(ok) or 'none'}."
-        )
+            f"{method} does not run on {dev}; methods for {dev}: {', '.join(ok) or 'none'}.")
     if method == "fbgemm-int8-dynamic" and w.dtype != torch.float32:
         raise ValueError(f"fbgemm-int8-dynamic needs a float32 model, this one is {w.dtype}; "
                          "use int8-rowwise or a torchao method.")
@@ -289,23 +274,19 @@ def quantize_target(model, # a causal LM flashspec supports; modified in place
         elif method == "int4-weight": _swap_linears(layers, Int4Linear)
         elif method == "fbgemm-int8-dynamic":
             torch.ao.quantization.quantize_dynamic(
-                layers, {nn.Linear}, dtype=torch.qint8, inplace=True
-            )
+                layers, {nn.Linear}, dtype=torch.qint8, inplace=True)
         else:
             from torchao.quantization import (
-                quantize_, Int8DynamicActivationInt8WeightConfig, Int8WeightOnlyConfig,
-            )
+                quantize_, Int8DynamicActivationInt8WeightConfig, Int8WeightOnlyConfig)
             cfg = (
                 Int8DynamicActivationInt8WeightConfig()
                 if method == "torchao-int8-dynamic"
-                else Int8WeightOnlyConfig()
-            )
+                else Int8WeightOnlyConfig())
             quantize_(layers, cfg)
     if method in ACTIVATION_QUANT: model.set_attn_implementation("batch_invariant")
     model.flashspec_quant = method
     model.flashspec_batch_gap = (
-        None if floor is None else dict(float=floor, quantized=batch_gap(model))
-    )
+        None if floor is None else dict(float=floor, quantized=batch_gap(model)))
     model.flashspec_batch_invariant = None  # not checked
     if check:  # invariant: no more than float noise (10x the float model's own gap, at least 1e-3)
         gap = model.flashspec_batch_gap["quantized"]
@@ -317,8 +298,7 @@ def quantize_target(model, # a causal LM flashspec supports; modified in place
                 f" {floor:.2g}). Speculative decoding's greedy output may differ from this"
                 " quantized target's own one-token-at-a-time output; the quant notebook explains"
                 " why.",
-                stacklevel=2,
-            )
+                stacklevel=2)
     return model
 
 def weight_bytes(model) -> int:

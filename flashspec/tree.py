@@ -24,8 +24,7 @@ class TreeConfig:
         if self.paths is None and (self.depth < 0 or self.width < 1):
             raise ValueError(
                 f"TreeConfig needs depth >= 0 and width >= 1, got depth={self.depth},"
-                f" width={self.width}."
-            )
+                f" width={self.width}.")
 
     def index_paths(self) -> tuple[tuple[int, ...], ...]:
         "The tree's node paths (root excluded), in level order."
@@ -71,8 +70,7 @@ def compile_tree(paths:tuple) -> Tree:
         if p[-1] > 0 and p[:-1] + (p[-1]-1,) not in index:
             raise ValueError(
                 f"Path {p}: sibling ranks must be 0..c-1 without gaps (missing"
-                f" {p[:-1] + (p[-1]-1,)})."
-            )
+                f" {p[:-1] + (p[-1]-1,)}).")
         index[p] = len(index)
     n = len(index)
     parent = torch.full((n,), -1, dtype=torch.long)
@@ -88,8 +86,7 @@ def compile_tree(paths:tuple) -> Tree:
         children[par].append(i)
     depth = mask.sum(-1) - 1  # number of ancestors
     levels = tuple(
-        tuple(torch.nonzero(depth == d).flatten().tolist()) for d in range(int(depth.max()) + 1)
-    )
+        tuple(torch.nonzero(depth == d).flatten().tolist()) for d in range(int(depth.max()) + 1))
     leaves = [i for i in range(n) if not children[i]]
     ret = torch.full((len(leaves), int(depth.max()) + 1), -1, dtype=torch.long)
     t = Tree(paths, parent, rank, mask, depth, ret, tuple(tuple(c) for c in children), levels)
@@ -174,11 +171,9 @@ def prefix_tree_inputs(prompts:list, # token lists, one per row (the last one is
     causal = torch.ones(slot0, S, dtype=torch.bool).tril()
     allowed = causal & (torch.arange(S) < lens.view(B, 1, 1))  # (B, slot0, S)
     allowed |= torch.eye(slot0, S, dtype=torch.bool) & (
-        torch.arange(slot0).view(1, -1, 1) >= lens.view(B, 1, 1)
-    )
+        torch.arange(slot0).view(1, -1, 1) >= lens.view(B, 1, 1))
     prompt_rows = torch.zeros(B, 1, slot0, S, dtype=dtype).masked_fill_(
-        ~allowed[:, None], torch.finfo(dtype).min
-    )
+        ~allowed[:, None], torch.finfo(dtype).min)
     bias = torch.cat([prompt_rows, tree_rows], 2)  # (B, 1, S, S)
     for b, p in enumerate(prompts): ids[b, :len(p) - 1] = torch.as_tensor(p[:-1])
     ids[:, slot0:] = tb.tokens; pos[:, slot0:] = tree_pos

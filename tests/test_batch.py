@@ -18,17 +18,14 @@ request_st = st.fixed_dictionaries(
     dict(
         n_prompt=st.integers(1, 20), max_new=st.integers(1, 24), depth=st.integers(0, 5),
         width=st.integers(1, 3), sampled=st.booleans(), seed=st.integers(0, 1000),
-        eos_at=st.one_of(st.none(), st.integers(0, 23)),
-    )
-)
+        eos_at=st.one_of(st.none(), st.integers(0, 23))))
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     reqs=st.lists(request_st, min_size=1, max_size=7), batch_size=st.integers(1, 4),
     draft=st.sampled_from([1, 4]), budget=st.one_of(st.none(), st.integers(0, 16)),
-    seed=st.integers(0, 10_000),
-)
+    seed=st.integers(0, 10_000))
 def test_each_request_as_if_alone(reqs, batch_size, draft, budget, seed):
     g = torch.Generator().manual_seed(seed)
     requests, alone = [], []
@@ -48,8 +45,7 @@ def test_each_request_as_if_alone(reqs, batch_size, draft, budget, seed):
                 generate(
                     TARGET, DRAFTS[draft], prompt, r["max_new"], sampling=s, tree=tree,
                     seed=r["seed"], eos_token_id=eos,
-                )[0]
-            )
+                )[0])
         elif s.greedy:  # budgets change the trees, so only greedy output is fixed: the target's own
             alone.append(generate(TARGET, None, prompt, r["max_new"], eos_token_id=eos)[0])
         else:
@@ -65,12 +61,10 @@ def test_budget_bounds_every_round():
     g = torch.Generator().manual_seed(0)
     reqs = [
         Request(torch.randint(2, 128, (n,), generator=g).tolist(), 30, eos_token_id=-1)
-        for n in (3, 8, 13, 5)
-    ]
+        for n in (3, 8, 13, 5)]
     res = generate_batch(
         TARGET, lambda tree: ModelDrafter(DRAFTS[1], TreeConfig(5, 3)), reqs, batch_size=4,
-        node_budget=7,
-    )
+        node_budget=7)
     per_round = {}
     for r in res:
         for j, n in enumerate(r.stats.nodes):

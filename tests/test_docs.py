@@ -120,8 +120,7 @@ def test_stored_outputs_plots_tables_and_hidden_cells(tmp_path):
     """A notebook with a stored plot, tables, a `#| hide` cell and an `#| echo: false` cell renders
     as nbdev/Quarto would"""
     code = lambda src, outputs=(): dict(
-        cell_type='code', execution_count=None, metadata={}, outputs=list(outputs), source=src
-    )
+        cell_type='code', execution_count=None, metadata={}, outputs=list(outputs), source=src)
     md = lambda src: dict(cell_type='markdown', metadata={}, source=src)
     png = _png_b64()
     nb = dict(
@@ -133,17 +132,13 @@ def test_stored_outputs_plots_tables_and_hidden_cells(tmp_path):
             code('#| hide\nhidden_secret = 1'),
             md(
                 '## Results\n\n| k | speedup |\n|---|---|\n| 2 | 1.9x |\n\nSee [the home'
-                ' page](index.ipynb).'
-            ),
+                ' page](index.ipynb).'),
             code(
                 '#| echo: false\nplot_source_line()',
                 [
                     dict(
                         output_type='display_data', metadata={},
-                        data={'image/png': png, 'text/plain': ['<Figure>']},
-                    )
-                ],
-            ),
+                        data={'image/png': png, 'text/plain': ['<Figure>']})]),
             code(
                 'show_table()',
                 [
@@ -156,27 +151,18 @@ def test_stored_outputs_plots_tables_and_hidden_cells(tmp_path):
                                 '<table'
                                 ' class="dataframe"><tr><th>n</th></tr><tr><td>7</td></tr></table>'
                             ],
-                            'text/plain': ['n 7'],
-                        },
-                    )
-                ],
-            ),
-        ],
-    )
+                            'text/plain': ['n 7']})])])
     nbs = tmp_path/'nbs'
     nbs.mkdir()
     (nbs/'05_outputs.ipynb').write_text(json.dumps(nb), encoding='utf-8')
     (nbs / 'index.ipynb').write_text(
-        json.dumps(dict(nb, cells=[md('# Home\n> home')])), encoding='utf-8'
-    )
+        json.dumps(dict(nb, cells=[md('# Home\n> home')])), encoding='utf-8')
     (nbs / '_scratch.ipynb').write_text(
-        json.dumps(dict(nb, cells=[md('# Scratch')])), encoding='utf-8'
-    )
+        json.dumps(dict(nb, cells=[md('# Scratch')])), encoding='utf-8')
     build(tmp_path/'_docs', '--nbs', str(nbs), '--readme', '')
     assert sorted(p.name for p in (tmp_path / '_docs').glob('*.html')) == [
         'index.html',
-        'outputs.html',
-    ]
+        'outputs.html']
     page = (tmp_path/'_docs'/'outputs.html').read_text(encoding='utf-8')
     assert f'data:image/png;base64,{png}' in page
     assert '<th>speedup</th>' in page and '<td>1.9x</td>' in page and '<td>7</td>' in page
@@ -197,8 +183,7 @@ def test_home_page_screenshot(site, tmp_path):
         exe, '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
         '--disable-background-networking', '--disable-component-update', '--disable-sync',
         '--hide-scrollbars', f'--user-data-dir={tmp_path/"profile"}', f'--screenshot={png}',
-        '--window-size=1280,900', (site / '_docs' / 'index.html').as_uri(),
-    ]
+        '--window-size=1280,900', (site / '_docs' / 'index.html').as_uri()]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
     assert (
         png.exists() and png.stat().st_size > 0

@@ -20,9 +20,7 @@ def run(args, env=None, timeout=300):
     "cmd",
     [
         [str(BIN / "flashspec"), "--help"], [sys.executable, "-m", "flashspec", "--help"],
-        [sys.executable, "-c", "import flashspec.draft, flashspec.quant"],
-    ],
-)
+        [sys.executable, "-c", "import flashspec.draft, flashspec.quant"]])
 def test_commands_and_imports_print_nothing_to_stderr(cmd):
     r = run(cmd)
     assert r.returncode == 0, r.stderr
@@ -31,8 +29,7 @@ def test_commands_and_imports_print_nothing_to_stderr(cmd):
 
 def test_python_m_is_the_console_script():
     a, b = run([str(BIN / "flashspec"), "bench", "--help"]), run(
-        [sys.executable, "-m", "flashspec", "bench", "--help"]
-    )
+        [sys.executable, "-m", "flashspec", "bench", "--help"])
     assert a.returncode == b.returncode == 0 and a.stdout == b.stdout
 
 
@@ -98,8 +95,7 @@ _CHECK = textwrap.dedent("""
 
 
 @pytest.mark.parametrize(
-    "env", [{}, {"MKL_ENABLE_INSTRUCTIONS": "AVX2"}], ids=["native", "mkl-avx2"]
-)
+    "env", [{}, {"MKL_ENABLE_INSTRUCTIONS": "AVX2"}], ids=["native", "mkl-avx2"])
 def test_int8_targets_stay_batch_invariant(env):
     """MKL_ENABLE_INSTRUCTIONS=AVX2 gives MKL the code path it takes on AMD CPUs, where a matrix
     product of 8 rows summed a row differently from a product of 1 row (so int8-rowwise lost batch

@@ -12,8 +12,7 @@ from flashspec.tree import TreeConfig, compile_tree
 from flashspec.verify import Sampling, probs
 from flashspec.decode import (
     generate, Drafter, Draft, ModelDrafter, PromptLookupDrafter, MergedDrafter, merge_drafts,
-    AnswerStore, StoreDrafter,
-)
+    AnswerStore, StoreDrafter)
 from flashspec.eagle import FeatureDraft
 from flashspec.adaptive import AdaptiveConfig, AdaptiveDrafter
 
@@ -34,15 +33,13 @@ def test_greedy_equals_target_across_models(seed, tie, kv_heads):
         ref = hf_greedy(target, prompt, 48)
         for k, shape in [(1, TreeConfig(5, 4)), (3, TreeConfig(3, 2)), (5, TreeConfig(8, 1))]:
             out, stats = generate(
-                target, slice_draft(target, k), prompt, 48, tree=shape, eos_token_id=-1
-            )
+                target, slice_draft(target, k), prompt, 48, tree=shape, eos_token_id=-1)
             assert out == ref, (k, shape)
             assert stats.target_forwards <= 48 and stats.new_tokens == 48
 
 
 paths_strategy = st.lists(
-    st.lists(st.integers(0, 2), min_size=1, max_size=4), min_size=1, max_size=12
-)
+    st.lists(st.integers(0, 2), min_size=1, max_size=4), min_size=1, max_size=12)
 
 
 def closed_paths(raw):
@@ -68,23 +65,20 @@ def test_greedy_lossless_any_tree(raw, plen, seed):
     paths = closed_paths(raw)
     prompt = torch.randint(2, 128, (plen,), generator=torch.Generator().manual_seed(seed)).tolist()
     out, _ = generate(
-        _target, ModelDrafter(_draft, TreeConfig(paths=paths)), prompt, 20, eos_token_id=-1
-    )
+        _target, ModelDrafter(_draft, TreeConfig(paths=paths)), prompt, 20, eos_token_id=-1)
     ref = hf_greedy(_target, prompt, 20)
     assert out == ref
     # the same tree with prompt-lookup chains merged in, and drafting from a vocabulary subset
     sub = torch.randperm(128, generator=torch.Generator().manual_seed(seed))[:40]
     merged = MergedDrafter(
         ModelDrafter(_draft, TreeConfig(paths=paths), vocab=sub, min_prob=0.01 * (seed % 3)),
-        PromptLookupDrafter(3, min_ngram=1),
-    )
+        PromptLookupDrafter(3, min_ngram=1))
     assert generate(_target, merged, prompt, 20, eos_token_id=-1)[0] == ref
     # gated by a cost model: from flat (every chain merged whole) to steep (most left out or cut)
     costs = dict(verify={1: 10.0, 64: 10.0 + 63.0 * (seed % 5)}, round={0: 1.0, 4: 1.0 + seed % 3})
     gated = MergedDrafter(
         ModelDrafter(_draft, TreeConfig(paths=paths)), PromptLookupDrafter(3, min_ngram=1),
-        costs=costs, pad_nodes={n: n + seed % 2 for n in range(1, 40)},
-    )
+        costs=costs, pad_nodes={n: n + seed % 2 for n in range(1, 40)})
     assert generate(_target, gated, prompt, 20, eos_token_id=-1)[0] == ref
 
 
@@ -137,14 +131,12 @@ class NoisyDrafter(Drafter):
         for u in range(t.n_nodes):
             if t.children[u]:
                 toks[list(t.children[u])] = torch.multinomial(
-                    self.q, len(t.children[u]), replacement=False, generator=generator
-                )
+                    self.q, len(t.children[u]), replacement=False, generator=generator)
         return Draft(t, toks, q)
 
 
 _STORE = AnswerStore(
-    [[3, 4, 1, 2], [3, 4, 1, 0], [3, 4, 5, 5], [3, 4, 0, 1], [4, 1, 1]], ngrams=(2,)
-)
+    [[3, 4, 1, 2], [3, 4, 1, 0], [3, 4, 5, 5], [3, 4, 0, 1], [4, 1, 1]], ngrams=(2,))
 
 def _two_token_chi2(target, drafter_fn, sampling, n, seed):
     "Decode 2 tokens n times; chi-square of their joint against the target's exact p(x1) p(x2|x1)."
@@ -158,8 +150,7 @@ def _two_token_chi2(target, drafter_fn, sampling, n, seed):
     for i in range(n):
         out, _ = generate(
             target, drafter_fn(), prompt, 2, sampling=sampling, seed=seed * 100_000 + i,
-            eos_token_id=-1,
-        )
+            eos_token_id=-1)
         counts[out[0] * V + out[1]] += 1
     impossible = exp == 0  # filtered out by top-k / top-p: must never be emitted
     assert counts[impossible].sum() == 0, "emitted a token the target's distribution excludes"
@@ -174,9 +165,7 @@ def _two_token_chi2(target, drafter_fn, sampling, n, seed):
     "kind",
     [
         "model tree", "model tree wider than top-k", "model tree, vocabulary subset",
-        "adaptive model tree", "random q, 3 siblings", "prompt lookup", "answer store",
-    ],
-)
+        "adaptive model tree", "random q, 3 siblings", "prompt lookup", "answer store"])
 def test_sampling_matches_target_distribution(kind):
     # spread-out p: a real test
     target = tiny_llama(n_layers=2, vocab_size=6, hidden=32, seed=5, tie=False)
@@ -184,24 +173,20 @@ def test_sampling_matches_target_distribution(kind):
     fns = {
         "model tree": lambda: ModelDrafter(slice_draft(target, 1), TreeConfig(2, 2)),
         "model tree wider than top-k": lambda: ModelDrafter(
-            slice_draft(target, 1), TreeConfig(2, 4)
-        ),
+            slice_draft(target, 1), TreeConfig(2, 4)),
         # the draft proposes from tokens {0, 2, 4} only: p's mass on 1, 3, 5 must come from the
         # residual
         "model tree, vocabulary subset": lambda: ModelDrafter(
-            slice_draft(target, 1), TreeConfig(2, 2), vocab=[0, 2, 4]
-        ),
+            slice_draft(target, 1), TreeConfig(2, 2), vocab=[0, 2, 4]),
         # children only where the draft's top probability is >= 0.4: some nodes expanded, some
         # not
         "adaptive model tree": lambda: ModelDrafter(
-            slice_draft(target, 1), TreeConfig(2, 2), min_prob=0.4
-        ),
+            slice_draft(target, 1), TreeConfig(2, 2), min_prob=0.4),
         "random q, 3 siblings": lambda: NoisyDrafter(6, TreeConfig(2, 3)),
         "prompt lookup": lambda: PromptLookupDrafter(3),
         # after the prompt's "3 4": siblings 1, 5, 0 (a delta proposal: deterministic, distinct),
         # then a level below
-        "answer store": lambda: StoreDrafter(_STORE, depth=2, nodes=6, min_count=1, min_frac=0.0),
-    }
+        "answer store": lambda: StoreDrafter(_STORE, depth=2, nodes=6, min_count=1, min_frac=0.0)}
     pv = _two_token_chi2(target, fns[kind], s, n=1200, seed=1)
     assert pv > 1e-4, pv
 
@@ -210,8 +195,7 @@ def test_sampling_matches_target_distribution(kind):
 # do not at this spread-out p), and a window of 1 round moves the threshold after the first round,
 # before the second token
 _ADAPTIVE = AdaptiveConfig(
-    confidence_threshold=0.2, max_draft_length=3, max_width=3, max_nodes=8, acceptance_window=1
-)
+    confidence_threshold=0.2, max_draft_length=3, max_width=3, max_nodes=8, acceptance_window=1)
 
 
 def _adaptive_case(kind):
@@ -228,11 +212,9 @@ def _adaptive_case(kind):
         {
             "slice": lambda: AdaptiveDrafter(ModelDrafter(slice_draft(target, 1)), _ADAPTIVE),
             "slice, fixed width": lambda: AdaptiveDrafter(
-                ModelDrafter(slice_draft(target, 1)), fixed_width
-            ),
+                ModelDrafter(slice_draft(target, 1)), fixed_width),
             "feature drafter": lambda: AdaptiveDrafter(fd.drafter(), _ADAPTIVE),
-        }[kind],
-    )
+        }[kind])
 
 
 @pytest.mark.parametrize("kind", ["slice", "slice, fixed width", "feature drafter"])
@@ -266,8 +248,7 @@ def test_sampling_check_has_power(monkeypatch):
         def propose(self, *a, **k):
             d = super().propose(*a, **k); d.q = torch.full_like(d.q, 1 / d.q.shape[-1]); return d
     pv = _two_token_chi2(
-        target, lambda: WrongQ(6, TreeConfig(2, 3)), Sampling(temperature=1.0), n=1200, seed=2
-    )
+        target, lambda: WrongQ(6, TreeConfig(2, 3)), Sampling(temperature=1.0), n=1200, seed=2)
     assert pv < 1e-6, pv
     # bug: after a rejection, resample from p itself
     monkeypatch.setattr(fv, "residual", lambda p, q: p)

@@ -78,8 +78,7 @@ def _filters():
                     print(
                         f'  warning: a cell flagged `{" ".join(sorted(hit))}` contains an import:'
                         f' not run here, but `nbdev_docs` would run it (cell starting `{first}`)',
-                        file=sys.stderr,
-                    )
+                        file=sys.stderr)
                 return
             return super().__call__(cell)
     class Filters(FilterDefaults):
@@ -129,8 +128,7 @@ def link_attrs(md: str) -> str:
     "Pandoc's `[text](url){target=\"_blank\" style=...}` (used by `show_doc`) -> an HTML link"
     def _a(m):
         attrs = ''.join(
-            f' {k}="{html.escape(v)}"' for k, v in re.findall(r'([\w-]+)="([^"]*)"', m.group(3))
-        )
+            f' {k}="{html.escape(v)}"' for k, v in re.findall(r'([\w-]+)="([^"]*)"', m.group(3)))
         return f'<a href="{html.escape(m.group(2))}"{attrs}>{m.group(1)}</a>'
     return _re_attr_link.sub(_a, md)
 
@@ -141,8 +139,7 @@ def _md_output(o):
         md = o['data']['text/markdown']
         o['data'] = {
             **o['data'],
-            'text/markdown': link_attrs(md if isinstance(md, str) else ''.join(md)),
-        }
+            'text/markdown': link_attrs(md if isinstance(md, str) else ''.join(md))}
     return o
 
 def _false(v): return v is False or str(v).lower() == 'false'
@@ -166,8 +163,7 @@ def render_cells(nb):
             outputs = (
                 []
                 if _false(opts.get('output', True))
-                else [_md_output(o) for o in c.get('outputs', [])]
-            )
+                else [_md_output(o) for o in c.get('outputs', [])])
             tags = ['remove_input'] if _false(opts.get('echo', True)) or not code.strip() else []
             if tags and not outputs: continue
             cells.append(dict(cell_type='code', metadata={'tags': tags}, source=code,
@@ -217,8 +213,7 @@ def fix_links(body: str, rel: Path, pages: dict, site_url: str) -> str:
         return (
             m.group(1)
             + html.escape(os.path.normpath(os.path.join(up, url)) if up != '.' else url)
-            + m.group(3)
-        )
+            + m.group(3))
     return re.sub(r'(href=")([^"]*)(")', _href, body)
 
 def toc_html(body: str) -> str:
@@ -325,12 +320,10 @@ def build_site(root: Path, dest: Path, processed: dict):
     site_url = f"{cfg.get('doc_host', '')}{cfg.get('doc_baseurl', '')}".rstrip('/')
     dest.mkdir(parents=True, exist_ok=True)
     (dest / 'styles.css').write_text(
-        CSS + HtmlFormatter(style='default').get_style_defs('.highlight'), encoding='utf-8'
-    )
+        CSS + HtmlFormatter(style='default').get_style_defs('.highlight'), encoding='utf-8')
     entries = [
         dict(rel=rel, page=page_name(rel), title=fm_title(nb, rel), nb=nb)
-        for rel, nb in processed.items()
-    ]
+        for rel, nb in processed.items()]
     pages = {e['rel'].as_posix(): e['page'] for e in entries}
     for e in entries:
         fm = getattr(e['nb'], 'frontmatter_', {}) or {}
@@ -344,15 +337,12 @@ def build_site(root: Path, dest: Path, processed: dict):
                 site_title=html.escape(site_title),
                 description=f'<p class="description">{html.escape(desc)}</p>' if desc else '',
                 description_meta=(
-                    f'<meta name="description" content="{html.escape(desc)}">\n' if desc else ''
-                ),
+                    f'<meta name="description" content="{html.escape(desc)}">\n' if desc else ''),
                 css=os.path.relpath('styles.css', e['page'].parent.as_posix() or '.'),
                 sidebar=sidebar_html(entries, e['page'], site_title),
                 body=body,
-                toc=toc_html(body),
-            ),
-            encoding='utf-8',
-        )
+                toc=toc_html(body)),
+            encoding='utf-8')
     if not (dest/'index.html').exists() and entries:  # no index.ipynb: land on the first page
         first = entries[0]['page'].as_posix()
         (dest / 'index.html').write_text(
@@ -398,8 +388,7 @@ def main(argv=None):
     p.add_argument('--dest', help='output folder (default: doc_path from settings.ini, `_docs`)')
     p.add_argument(
         '--readme', default=None,
-        help='where to write README.md (default: the repo root); "" for none',
-    )
+        help='where to write README.md (default: the repo root); "" for none')
     p.add_argument('--only_readme', action='store_true', help='write README.md only, not the site')
     p.add_argument('--nbs', help='notebooks folder (default: nbs_path from settings.ini)')
     a = p.parse_args(argv)
@@ -419,8 +408,7 @@ def main(argv=None):
         readme.parent.mkdir(parents=True, exist_ok=True)
         readme.write_text(
             readme_text(processed[readme_nb], Path(os.path.relpath(nbs / readme_nb, root))),
-            encoding='utf-8',
-        )
+            encoding='utf-8')
         print(f'wrote {readme}', file=sys.stderr)
     if a.only_readme: return
     dest = Path(a.dest) if a.dest else Path(cfg.doc_path)

@@ -65,49 +65,35 @@ def plan(a) -> dict:
             [
                 bench(
                     "bench-bf16", "bfloat16",
-                    ["hf", "hf-static", "ar", "flashspec", "flashspec-merged"],
-                )
-            ],
-            0.30,
-        ),
+                    ["hf", "hf-static", "ar", "flashspec", "flashspec-merged"])],
+            0.30),
         # the cache first, so that training's time limit is set from the time left after it
         "train": (
             [
                 flashspec(
                     "distill", "--design", "eagle3", "--device", dev, "--out", o / "train",
-                    "--features", feats, *caps, "--features-only",
-                ),
+                    "--features", feats, *caps, "--features-only"),
                 flashspec(
                     "distill", "--design", "eagle3", "--device", dev, "--out", o / "train",
                     "--features", feats, *init, *fresh, *size, "--held-out", held, "--lr", a.lr,
-                    "--warmup", 20, "--ttt-steps", 3, "--w-kd", 0, "--time-limit", "{minutes}",
-                ),
+                    "--warmup", 20, "--ttt-steps", 3, "--w-kd", 0, "--time-limit", "{minutes}"),
                 [
                     sys.executable, __file__, "--table", o / "train", "--features", feats,
-                    "--device", dev, "--held-out", held,
-                ],
-            ],
-            0.40,
-        ),
+                    "--device", dev, "--held-out", held]],
+            0.40),
         "batch": (
             [
                 [sys.executable, __file__, "--batch-phase", o / "batch.json", "--device", dev]
-                + (["--tiny"] if tiny else [])
-            ],
-            0.12,
-        ),
+                + (["--tiny"] if tiny else [])],
+            0.12),
         "bench-fp32": ([bench("bench-fp32", "float32", ["hf", "flashspec-merged"])], 0.08),
         # a fixed tree: the cost model would compile every forward size it measures
         "bench-compiled": (
             [
                 bench(
                     "bench-compiled", "bfloat16", ["hf", "ar", "flashspec-merged"], "--compile",
-                    "--depth", 3, "--width", 2,
-                )
-            ],
-            0.10,
-        ),
-    }
+                    "--depth", 3, "--width", 2)],
+            0.10)}
 
 def sources() -> list[str]:
     "The distillation pool's sources (for the rehearsal's caps)."
@@ -176,8 +162,7 @@ def batch_phase(path:Path, device:str, tiny:bool):
         runs = {
             "hf-static, left-padded": (ref, sec), "flashspec plain": fs(B, None),
             f"flashspec cost-model tree ({len(tree.index_paths()) + 1} nodes)": fs(B, draft, tree),
-            "flashspec per-request budgets, measured": fs(B, draft, tree, "auto"),
-        }
+            "flashspec per-request budgets, measured": fs(B, draft, tree, "auto")}
         for name, (outs, sec) in runs.items():
             rows.append(dict(B=B, method=name, tokens_per_s=sum(map(len, outs)) / sec,
                              same_as_hf=sum(o == r for o, r in zip(outs, ref)), requests=len(outs)))
@@ -187,14 +172,10 @@ def batch_phase(path:Path, device:str, tiny:bool):
             dict(
                 label=(
                     f"{datetime.date.today()}, {hardware(device)}, bf16, SmolLM2-135M-Instruct, "
-                    f"shipped feature drafter, {len(ids)} Spec-Bench first turns, {n} new tokens"
-                ),
+                    f"shipped feature drafter, {len(ids)} Spec-Bench first turns, {n} new tokens"),
                 hf_static_first_call_s=first,
-                rows=rows,
-            ),
-            indent=1,
-        )
-    )
+                rows=rows),
+            indent=1))
 
 def main(argv=None):
     "Run the phases in order under the budget (or, with an internal option, one step of a phase)."
@@ -205,32 +186,26 @@ def main(argv=None):
     ap.add_argument("--phases", nargs="+", default=list(PHASES), choices=PHASES)
     ap.add_argument(
         "--tiny", action="store_true",
-        help="the rehearsal: every phase at a size the CPU runs quickly",
-    )
+        help="the rehearsal: every phase at a size the CPU runs quickly")
     ap.add_argument(
         "--prompts", type=int, default=8,
-        help="Spec-Bench questions per bench phase (taken round-robin over the categories)",
-    )
+        help="Spec-Bench questions per bench phase (taken round-robin over the categories)")
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument(
         "--features", default="/tmp/fs-features",
-        help="feature cache folder (large: about 3.5 KB a token)",
-    )
+        help="feature cache folder (large: about 3.5 KB a token)")
     ap.add_argument(
         "--steps",
         type=int,
         default=20000,
         help=(
             "training steps at most (the time limit stops it first on a GPU; the rate anneals by"
-            " then)"
-        ),
-    )
+            " then)"))
     ap.add_argument("--batch", type=int, default=32, help="training batch (conversations)")
     ap.add_argument("--lr", type=float, default=5e-4)
     ap.add_argument(
         "--fresh", action="store_true",
-        help="train a new drafter instead of fine-tuning the shipped one",
-    )
+        help="train a new drafter instead of fine-tuning the shipped one")
     ap.add_argument("--table", help=argparse.SUPPRESS)  # internal: store_table on this run folder
     ap.add_argument("--held-out", type=int, default=200, help=argparse.SUPPRESS)
     ap.add_argument("--batch-phase", help=argparse.SUPPRESS)  # internal: batch_phase into this JSON
@@ -257,10 +232,8 @@ def main(argv=None):
                     (
                         c.replace("{minutes}", f"{max(rest - 60, 10) / 60:.2f}")
                         if isinstance(c, str)
-                        else str(c)
-                    )
-                    for c in cmd
-                ]
+                        else str(c))
+                    for c in cmd]
                 log.write("$ " + " ".join(cmd) + "\n"); log.flush()
                 try:
                     rc = subprocess.run(
@@ -271,8 +244,7 @@ def main(argv=None):
                 if rc: status = f"failed (rc {rc})"
                 if status != "ok": break
         summary.append(
-            dict(phase=name, status=status, seconds=round(time.time() - t0, 1), limit=round(limit))
-        )
+            dict(phase=name, status=status, seconds=round(time.time() - t0, 1), limit=round(limit)))
         print(json.dumps(summary[-1]), flush=True)
         (out/"session.json").write_text(json.dumps(summary, indent=1))
     # the weights come back; checkpoints and features stay

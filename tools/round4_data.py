@@ -47,16 +47,13 @@ def answer():
     held = {
         i
         for c in CATS
-        for i in [i for i, q in enumerate(pool) if i not in answered and q["category"] == c][:8]
-    }
+        for i in [i for i, q in enumerate(pool) if i not in answered and q["category"] == c][:8]}
     by = {
         c: [
             i
             for i, q in enumerate(pool)
-            if i not in answered and i not in held and q["category"] == c
-        ]
-        for c in ("translation", "qa", "chat")
-    }
+            if i not in answered and i not in held and q["category"] == c]
+        for c in ("translation", "qa", "chat")}
     # interleaved
     order = [i for grp in itertools.zip_longest(*by.values()) for i in grp if i is not None]
     print({c: len(v) for c, v in by.items()}, len(order), flush=True)
@@ -65,18 +62,15 @@ def answer():
     for s in range(0, len(order), 64):
         convs = [dict(pool[i], question_id=str(i)) for i in order[s:s + 64]]
         rows += answer_conversations(
-            t16, tok, convs, max_prompt_tokens=384, max_new_tokens=256, batch_size=64
-        )
+            t16, tok, convs, max_prompt_tokens=384, max_new_tokens=256, batch_size=64)
         save_rows(
             DIR / "extra.npz", [np.asarray(r["input_ids"]) for r in rows],
-            [r["n_prompt"] for r in rows], [r["turn"] for r in rows], [int(r["id"]) for r in rows],
-        )
+            [r["n_prompt"] for r in rows], [r["turn"] for r in rows], [int(r["id"]) for r in rows])
         n = sum(len(r["input_ids"]) - r["n_prompt"] for r in rows)
         print(
             f"{s + len(convs)} convs, {len(rows)} rows, {n} answer tokens,"
             f" {time.time() - t0:.0f} s",
-            flush=True,
-        )
+            flush=True)
 
 def merge(n_replay:int, folder=DIR, name:str="round4.npz"):
     """`folder/name`: the first `n_replay` conversations of the shipped cache's order, then
@@ -93,12 +87,10 @@ def merge(n_replay:int, folder=DIR, name:str="round4.npz"):
     parts = [(kd, np.asarray(replay)), (ex, last_rows(ex["offsets"], ex["conv"]))]
     toks = [d["tokens"][d["offsets"][r]:d["offsets"][r + 1]] for d, rows in parts for r in rows]
     cols = {
-        k: np.concatenate([d[k][rows] for d, rows in parts]) for k in ("n_prompt", "turn", "conv")
-    }
+        k: np.concatenate([d[k][rows] for d, rows in parts]) for k in ("n_prompt", "turn", "conv")}
     save_rows(folder/name, toks, **cols)
     print(
-        f"replay {len(replay)} conversations, new {len(parts[1][1])}, {sum(map(len, toks))} tokens"
-    )
+        f"replay {len(replay)} conversations, new {len(parts[1][1])}, {sum(map(len, toks))} tokens")
 
 if __name__ == "__main__":
     DIR.mkdir(parents=True, exist_ok=True)

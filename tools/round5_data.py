@@ -34,8 +34,7 @@ PROSE = ("oasst", "arena_hard", "vicuna", "self_instruct", "mtbench101")
 ASK = (
     "Summarize the following text in a few sentences.", "Write a short summary of this text:",
     "Summarize the main points of the following passage.",
-    "Give a brief summary of the text below.",
-)
+    "Give a brief summary of the text below.")
 
 def prompts(n:int, tok) -> list[dict]:
     """The pool's CNN/DailyMail articles, then `n` summarization prompts over long prose answers
@@ -64,17 +63,14 @@ def answer(n:int):
     rows, t0 = [], time.time()
     for s in range(0, len(convs), 32):
         rows += answer_conversations(
-            t16, tok, convs[s : s + 32], max_prompt_tokens=768, max_new_tokens=160, batch_size=32
-        )
+            t16, tok, convs[s : s + 32], max_prompt_tokens=768, max_new_tokens=160, batch_size=32)
         save_rows(
             DIR / "extra.npz", [np.asarray(r["input_ids"]) for r in rows],
-            [r["n_prompt"] for r in rows], [r["turn"] for r in rows], [int(r["id"]) for r in rows],
-        )
+            [r["n_prompt"] for r in rows], [r["turn"] for r in rows], [int(r["id"]) for r in rows])
         a = sum(len(r["input_ids"]) - r["n_prompt"] for r in rows)
         print(
             f"{s + 32} prompts, {len(rows)} rows, {a} answer tokens, {time.time() - t0:.0f} s",
-            flush=True,
-        )
+            flush=True)
 
 if __name__ == "__main__":
     DIR.mkdir(parents=True, exist_ok=True)
