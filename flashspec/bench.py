@@ -208,12 +208,12 @@ def bench(
     done = {r["question_id"] for r in records}
     warm = encode_chat(tokenizer, "Hi")
     # hf-static's one cache size: the longest first turn and its answer (a longer later turn grows
-    # it once more)
-    first = max(
+    # it once more); no other method reads it
+    first = "hf-static" in methods and max(
         len(encode_chat(tokenizer, q["turns"][:1], max_tokens=max_prompt_tokens)) for q in prompts)
     kw = dict(
         min_prob=min_prob, engine=engine, compile=compile, adaptive=adaptive, pad_nodes=pad_nodes,
-        store=store, gate=gate, cache_len=bucket_slots(first + max_new_tokens))
+        store=store, gate=gate, cache_len=bucket_slots(first + max_new_tokens) if first else None)
     # s of each method's warm-up call: where a method compiles, the compile is in it
     first_call = {}
     for m in methods: first_call[m] = run_method(m, target, draft, warm, 8, sampling, tree, **kw)[2]
@@ -289,7 +289,7 @@ def _agg(recs, hf_tps, hf_out, greedy):
 
 
 def summarize(
-    records: list[dict], methods: list[str], sampling: Sampling, meta: dict | None = None
+    records:list[dict], methods:list[str], sampling:Sampling, meta:dict|None=None
 ) -> dict:
     "Aggregate per-answer records into per-method and per-category results."
     greedy = sampling.greedy

@@ -21,7 +21,7 @@ from .engine import make_forward, TreeInputs, greedy_accept, _interp
 # %% auto #0
 __all__ = ['Draft', 'Drafter', 'TreeDrafter', 'ModelDrafter', 'PromptLookupDrafter', 'merge_drafts', 'draft_token_paths',
            'cut_draft', 'DepthStats', 'gate_depth', 'MergedDrafter', 'AnswerStore', 'answers_store', 'StoreDrafter',
-           'DecodeStats', 'check_prompt', 'check_room', 'prefill_prompt', 'end_round', 'generate']
+           'DecodeStats', 'check_prompt', 'check_room', 'compiled_size', 'prefill_prompt', 'end_round', 'generate']
 
 # %% ../nbs/07_decode.ipynb #02cc599b
 @dataclass
@@ -611,6 +611,16 @@ def check_room(target, n_prompt:int, max_new_tokens:int, n_tree:int, # the draft
             f"max_position_embeddings ({limit}).")
     return max_len
 
+def compiled_size(n:int, # nodes in a round's tree
+                  n_max:int, # the drafter's largest tree (`max_nodes`)
+                  device) -> int:
+    """The size a compiled loop runs a tree of `n` nodes at: the drafter's largest on CUDA, else the
+    next power of two up to it."""
+    # CUDA: one graph, and a forward costs about the same at any small size; a CPU pays for every
+    # node (8 nodes 1.9-2.3x one, eager, Intel Xeon, `tree_costs`), so a few graphs: 1, 2, 4, 8...
+    if torch.device(device).type == "cuda": return n_max
+    return min(n_max, 1 << (n - 1).bit_length())
+
 def prefill_prompt(
     fwd, cache:StaticKVCache, # a one-row cache (or one row's view), filled up to `cache.lengths[0]`
     ids:torch.Tensor, # (L,) the whole context; its last token stays out (the first root)
@@ -659,8 +669,8 @@ def generate(target, # the target causal LM
              streamer=None, # called with each round's committed tokens (list of ints)
              # the target's forward: "native", "hf" (the reference) or "auto" (see *The engine*)
              engine:str="auto",
-             # torch.compile the tree forward; trees are then padded to the drafter's largest and
-             # the cache rounded up to a multiple of 256 slots (fixed shapes across prompts)
+             # torch.compile the tree forward; trees are then padded to a few sizes
+             # (`compiled_size`) and the cache rounded up to a multiple of 256 slots (fixed shapes)
              compile:bool=False,
              # {N: M}: run a tree of N nodes as M (measured cheaper, see `node_padding`)
              pad_nodes:dict|None=None,
@@ -707,7 +717,8 @@ def generate(target, # the target causal LM
         t1 = time.perf_counter()
         ti = inputs.get(d.tree.paths)
         if ti is None:
-            n_pad = n_tree if compile else pad.get(d.tree.n_nodes)
+            n_pad = (
+                compiled_size(d.tree.n_nodes, n_tree, dev) if compile else pad.get(d.tree.n_nodes))
             ti = inputs[d.tree.paths] = TreeInputs(d.tree, max_len, dev, dt, n_pad=n_pad)
         n0 = int(cache.lengths[0])
         toks = torch.zeros(ti.N, dtype=torch.long); toks[:d.tree.n_nodes] = d.tokens

@@ -84,7 +84,7 @@ def param_hashes(model:nn.Module) -> dict[str, str]:
 
 # %% ../nbs/01_draft.ipynb #8fb549b1
 def check_compatible(
-    target: nn.Module, draft: nn.Module, target_tokenizer=None, draft_tokenizer=None
+    target:nn.Module, draft:nn.Module, target_tokenizer=None, draft_tokenizer=None
 ) -> None:
     """Raise a clear `ValueError` unless draft and target share a vocabulary (head size, and
     tokenizers if given)."""

@@ -17,7 +17,7 @@ from .kvcache import StaticKVCache, forward as hf_forward
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'NativeForward', 'TreeInputs',
            'greedy_accept', 'greedy_accept_batch', 'HFForward', 'make_forward', 'median_ms', 'forward_ms',
-           'expected_accepted', 'optimal_tree', 'best_tree', 'other_load', 'tree_costs', 'draft_acceptance',
+           'expected_accepted', 'optimal_tree', 'best_tree', 'cpu_id', 'other_load', 'tree_costs', 'draft_acceptance',
            'auto_tree', 'chain_acceptance', 'calibrated_acceptance', 'node_padding']
 
 # %% ../nbs/05a_engine.ipynb #7caaae8c
@@ -291,7 +291,7 @@ class HFForward:
 
     @torch.no_grad()
     def __call__(
-        self, cache: StaticKVCache, tokens, positions, slots, bias, layers: tuple = (), rows=None
+        self, cache:StaticKVCache, tokens, positions, slots, bias, layers:tuple=(), rows=None
     ):
         "`(logits (B, T or R, V), features (B, T, len(layers) * d) or None)`, as `NativeForward`."
         cache._slots = slots
@@ -322,6 +322,11 @@ def make_forward(
     if key in kept: return kept[key]
     f = NativeForward(model, matmul) if native else HFForward(model)
     if compile:
+        # a graph per forward size and cache size a process meets: past torch's recompile limit
+        # (8 by default) the forward would run eagerly from then on, without a word
+        cfg = torch._dynamo.config
+        lim = "recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit"
+        setattr(cfg, lim, max(getattr(cfg, lim), 64))
         cuda = model.get_output_embeddings().weight.device.type == "cuda"
         mode = "reduce-overhead" if cuda else None
         # the product forms are chosen eagerly, the compiled part gets them as plain flags
@@ -424,16 +429,29 @@ def _interp(table:dict):
         return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
     return f
 
+def cpu_id(path:str="/proc/cpuinfo") -> str:
+    """The first CPU's family, model, stepping and cache size ('' where unknown): hosts that share
+    one model name (a cloud's "Intel(R) Xeon(R) Processor") differ here."""
+    want, got = ("cpu family", "model", "stepping", "cache size"), {}
+    try:
+        for line in open(path):
+            if not line.strip() and got: break  # the first processor's block only
+            k, _, v = line.partition(":")
+            if k.strip() in want: got.setdefault(k.strip(), v.strip())
+    except OSError: return ""
+    return "/".join(got.get(k, "?") for k in want) if got else ""
+
 def _costs_key(target, draft, engine:str, compile:bool) -> str:
-    """Which measurement a cost entry is: hardware, target, dtype, quantization, engine (products
-    per row count), draft, threads."""
+    """Which measurement a cost entry is: hardware (with `cpu_id` on a CPU), target, dtype,
+    quantization, engine, draft, threads."""
     from flashspec.models import hardware
     from flashspec.distill import target_fingerprint
     w = target.get_output_embeddings().weight
+    hw = hardware(w.device) + (f" [{cpu_id()}]" if w.device.type == "cpu" else "")
     n = sum(p.numel() for p in draft.parameters()) if isinstance(draft, torch.nn.Module) else 0
     v = getattr(draft, "vocab", None)
     return (
-        f"{hardware(w.device)}|{target_fingerprint(target)}|{w.dtype}|{engine}|compile={compile}"
+        f"{hw}|{target_fingerprint(target)}|{w.dtype}|{engine}|compile={compile}"
         "|matmul=auto|"
         f"{type(draft).__name__}:{n}:{0 if v is None else len(v)}|threads={torch.get_num_threads()}"
         # `quantize_target`'s method

@@ -226,15 +226,15 @@ def choose_tree(target, draft, args:argparse.Namespace) -> tuple[TreeConfig, str
         t = TreeConfig(
             4 if args.depth is None else args.depth, 3 if args.width is None else args.width)
         return t, f"tree depth {t.depth} x width {t.width}", None
-    costs = tree_costs(
-        target, draft, engine=getattr(args, "engine", "auto"),
-        compile=getattr(args, "compile", False))
+    # eager forwards' costs even under --compile: measured compiled, each of the table's sizes
+    # would compile a graph of its own (past torch's recompile limit, ~10-40 s each on this CPU)
+    costs = tree_costs(target, draft, engine=getattr(args, "engine", "auto"), compile=False)
     # the costs read (or measured) once, for the tree and the padding
     t, _ = auto_tree(target, draft, costs=costs)
     paths = t.index_paths()
     desc = (
         f"cost-model tree ({len(paths) + 1} nodes, depth {max(map(len, paths), default=0)},"
-        " measured here)")
+        " measured here" + (" with eager forwards)" if getattr(args, "compile", False) else ")"))
     return t, desc, costs
 
 # %% ../nbs/07a_load.ipynb #2d14a904
