@@ -173,6 +173,7 @@ class ModelDrafter(TreeDrafter):
         self.lm_head = draft.get_output_embeddings()
 
     def head(self, h):  # (B, T, d) -> (B, T, S) logits over the subset (S = V without one)
+        "The draft's logits for hidden states `h`, over its vocabulary subset when it has one."
         return self.lm_head(h) if self.vocab is None else torch.nn.functional.linear(h, self.head_w)
 
     def start(self, prompt, max_len):
@@ -535,7 +536,9 @@ class DecodeStats:
     total_s:float=0.0
 
     @property
-    def verify_s(self): return self.forward_s + self.accept_s + self.commit_s
+    def verify_s(self):
+        "Seconds of verification: the target's tree forwards, accepting, and committing."
+        return self.forward_s + self.accept_s + self.commit_s
     @property
     def overhead_s(self):
         "Everything else in the loop: bookkeeping, EOS checks, streaming."
@@ -553,9 +556,12 @@ class DecodeStats:
         bound."""
         return self.new_tokens / self.target_forwards if self.target_forwards else 0.0
     @property
-    def ms_per_token(self): return 1000 * (self.total_s - self.prefill_s) / max(self.new_tokens, 1)
+    def ms_per_token(self):
+        "Milliseconds per new token after the prefill (the decoding loop alone)."
+        return 1000 * (self.total_s - self.prefill_s) / max(self.new_tokens, 1)
 
     def as_dict(self):
+        "The counts, derived rates and timings as a JSON-ready dict (what `bench` records)."
         return dict(
             new_tokens=self.new_tokens, target_forwards=self.target_forwards,
             acceptance_rate=self.acceptance_rate, mean_accepted_length=self.mean_accepted_length,

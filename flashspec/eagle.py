@@ -240,10 +240,12 @@ class FeatureDraft(nn.Module):
                 "draft_vocab_size": len(v), "target_hidden_size": d, "tie_word_embeddings": False})
         self.to(W.device, W.dtype if W.dtype.is_floating_point else torch.float32)
 
-    def embed(self, tokens): return self.target_parts["embed"](tokens)          # (..., d)
-    def logits(
-        # (..., S) over `vocab`
-        self, out): return self.lin(self.head_w, self.target_parts["norm"](out))
+    def embed(self, tokens):  # (...,) -> (..., d)
+        "The target's own (frozen) embeddings of `tokens`."
+        return self.target_parts["embed"](tokens)
+    def logits(self, out):  # (..., d) -> (..., S) over `vocab`
+        "Logits over the vocabulary subset: the target's frozen final norm, then its head rows."
+        return self.lin(self.head_w, self.target_parts["norm"](out))
 
     def lin(self, layer, x):
         """`layer(x)`, a linear layer or a weight (as `F.linear`): without gradients, in the

@@ -432,14 +432,9 @@ def _interp(table:dict):
 def cpu_id(path:str="/proc/cpuinfo") -> str:
     """The first CPU's family, model, stepping and cache size ('' where unknown): hosts that share
     one model name (a cloud's "Intel(R) Xeon(R) Processor") differ here."""
-    want, got = ("cpu family", "model", "stepping", "cache size"), {}
-    try:
-        for line in open(path):
-            if not line.strip() and got: break  # the first processor's block only
-            k, _, v = line.partition(":")
-            if k.strip() in want: got.setdefault(k.strip(), v.strip())
-    except OSError: return ""
-    return "/".join(got.get(k, "?") for k in want) if got else ""
+    from flashspec.models import cpuinfo
+    want, got = ("cpu family", "model", "stepping", "cache size"), cpuinfo(path)
+    return "/".join(got.get(k, "?") for k in want) if any(k in got for k in want) else ""
 
 def _costs_key(target, draft, engine:str, compile:bool) -> str:
     """Which measurement a cost entry is: hardware (with `cpu_id` on a CPU), target, dtype,

@@ -10,8 +10,8 @@ import torch
 
 # %% auto #0
 __all__ = ['EMBEDDED_GGUF', 'EMBEDDED_NAME', 'SUPPORTED_MODEL_TYPES', 'CHATML_TEMPLATE', 'quiet_imports', 'quiet_hf', 'cache_dir',
-           'atomic_write', 'embedded_gguf', 'hardware', 'embedded_model_dir', 'check_supported', 'load_target',
-           'tiny_llama', 'to_messages', 'encode_chat', 'tiny_tokenizer']
+           'atomic_write', 'embedded_gguf', 'cpuinfo', 'hardware', 'embedded_model_dir', 'check_supported',
+           'load_target', 'tiny_llama', 'to_messages', 'encode_chat', 'tiny_tokenizer']
 
 # %% ../nbs/00_models.ipynb #a1f0c2d4
 @contextlib.contextmanager
@@ -71,18 +71,25 @@ def embedded_gguf() -> Path:
     return p
 
 # %% ../nbs/00_models.ipynb #a1f0c2d6
+def cpuinfo(path:str="/proc/cpuinfo") -> dict:
+    "The first processor's fields in `path` (Linux's /proc/cpuinfo) by name; {} where unreadable."
+    got = {}
+    try:
+        for line in open(path):
+            if not line.strip() and got: break  # a blank line ends the first processor's block
+            k, sep, v = line.partition(":")
+            if sep: got.setdefault(k.strip(), v.strip())
+    except OSError:
+        pass
+    return got
+
 def hardware(device=None) -> str:
     "A one-line description of where a measurement ran (the GPU's name for a CUDA `device`)."
     if device is not None and torch.device(device).type == "cuda":
         return (
             f"{torch.cuda.get_device_name(torch.device(device))}, torch {torch.__version__}, CUDA"
             f" {torch.version.cuda}")
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"): cpu = line.split(":", 1)[1].strip(); break
-    except OSError:
-        pass
+    cpu = cpuinfo().get("model name") or platform.processor() or platform.machine()
     return f"{cpu}, {torch.get_num_threads()} threads, torch {torch.__version__}"
 
 # %% ../nbs/00_models.ipynb #9762f3e9

@@ -46,9 +46,13 @@ class Tree:
     levels:tuple # levels[d] = node indices at depth d
 
     @property
-    def n_nodes(self): return len(self.parent)
+    def n_nodes(self):
+        "Nodes in the tree, the root included."
+        return len(self.parent)
     @property
-    def max_depth(self): return len(self.levels) - 1
+    def max_depth(self):
+        "The deepest level (0 = the root alone)."
+        return len(self.levels) - 1
 
     def path_to(self, node:int) -> list[int]:
         "Node indices from the root to `node`, both included."

@@ -28,7 +28,9 @@ class Sampling:
         if not 0 < self.top_p <= 1: raise ValueError(f"top_p must be in (0, 1], got {self.top_p}.")
 
     @property
-    def greedy(self): return self.temperature == 0
+    def greedy(self):
+        "Whether this is greedy decoding (temperature 0): exact argmax verification."
+        return self.temperature == 0
 
 def probs(logits:torch.Tensor, # (..., V)
           s:Sampling) -> torch.Tensor:
