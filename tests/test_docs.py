@@ -197,3 +197,14 @@ def test_home_page_screenshot(site, tmp_path):
     assert (sidebar < 0.5).mean() > 0.002, 'no sidebar text in the screenshot'
     assert (main < 0.5).mean() > 0.01, 'no page text in the screenshot'
     assert abs(lum[890, 10] - lum[890, 265]) > 0.005, 'no sidebar background in the screenshot'
+
+def test_kept_tables_are_rendered_not_printed():
+    """A measured table kept in a notebook displays as Markdown (a rendered table on the site), not
+    as printed pipes in a text stream."""
+    printed = []
+    for rel in notebooks():
+        for c in json.loads((NBS/rel).read_text(encoding='utf-8'))['cells']:
+            for o in c.get('outputs', []):
+                text = ''.join(o.get('text', '')) if o.get('output_type') == 'stream' else ''
+                if re.search(r'^\| ?-{3}', text, re.M): printed.append(f"{rel} cell {c.get('id')}")
+    assert not printed, f'printed Markdown tables (display them with Markdown): {printed}'
