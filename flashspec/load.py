@@ -156,7 +156,9 @@ def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
             "hf (the Hugging Face reference) or auto (native where it exists)"))
     p.add_argument(
         "--compile", action="store_true",
-        help="torch.compile the target's tree forward (CUDA graphs on a GPU)")
+        help=(
+            "torch.compile the target's tree forward (CUDA graphs on a GPU); on a CPU it pays in"
+            " long runs only, each new shape first compiling for seconds to a minute"))
     p.add_argument("--max-new-tokens", type=int, default=128)
     return p
 
