@@ -481,7 +481,7 @@ def tree_costs(
     path=None, # the cache file (default `cache_dir()/costs.json`)
     max_other_load:float|None=0.5, # cores other processes may keep busy meanwhile, beyond which the
     # figures are not cached (`other_load`); None: not checked
-    rounds:int=3, repeats:int=3, # `repeats` timings of every size in each of `rounds` passes
+    rounds:int=9, repeats:int=3, # `repeats` timings of every size in each of `rounds` passes
     progress:bool=True, # a progress bar (stderr) while measuring
 ) -> dict:
     """Measured `{'verify': {N: ms}, 'round': {depth: ms}}` for `target` and `draft` here (cached,
