@@ -17,8 +17,8 @@ from .kvcache import StaticKVCache, forward as hf_forward
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'NativeForward', 'TreeInputs',
            'greedy_accept', 'greedy_accept_batch', 'HFForward', 'make_forward', 'median_ms', 'forward_ms',
-           'expected_accepted', 'optimal_tree', 'best_tree', 'cpu_id', 'other_load', 'tree_costs', 'draft_acceptance',
-           'auto_tree', 'chain_acceptance', 'calibrated_acceptance', 'node_padding']
+           'expected_accepted', 'optimal_tree', 'best_tree', 'cpu_id', 'other_load', 'forward_passes', 'tree_costs',
+           'draft_acceptance', 'auto_tree', 'chain_acceptance', 'calibrated_acceptance', 'node_padding']
 
 # %% ../nbs/05a_engine.ipynb #7caaae8c
 NATIVE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
@@ -471,6 +471,20 @@ def other_load(seconds:float=0.5) -> float|None:
     except (OSError, ValueError, IndexError, AttributeError): return None
     return max((b1 - b0) - (m1 - m0), 0) / os.sysconf("SC_CLK_TCK") / (t1 - t0)
 
+def forward_passes(model, sizes, # forward sizes N
+                   rounds:int, # passes over all the sizes
+                   repeats:int=3, engine:str="auto", compile:bool=False,
+                   step=lambda: None, # called after each size of each pass (a progress bar)
+                  ) -> dict:
+    """`{N: [ms per pass]}`: `forward_ms` of every size in turn, `rounds` times over, so that a drift
+    of the machine's speed hits every size alike."""
+    times = {n: [] for n in sizes}
+    for _ in range(rounds):
+        for n in sizes:
+            times[n].append(forward_ms(model, n, repeats=repeats, engine=engine, compile=compile))
+            step()
+    return times
+
 @torch.no_grad()
 def tree_costs(
     target, draft, # the target, and the draft `generate` takes (model, network or `Drafter` class)
@@ -499,12 +513,7 @@ def tree_costs(
         total=rounds * len(sizes) + len(depths),
         desc="measuring this machine's costs (cached after)", disable=not progress, leave=False,
         file=sys.stderr)
-    times = {n: [] for n in sizes}
-    # interleaved passes: a drift of the machine's speed hits every size alike
-    for _ in range(rounds):
-        for n in sizes:
-            times[n].append(forward_ms(target, n, repeats=repeats, engine=engine, compile=compile))
-            bar.update()
+    times = forward_passes(target, sizes, rounds, repeats, engine, compile, step=bar.update)
     verify = {n: statistics.median(t) for n, t in times.items()}  # each size's median pass
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, target.config.vocab_size, (64,), generator=g)
