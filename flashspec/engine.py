@@ -476,8 +476,8 @@ def forward_passes(model, sizes, # forward sizes N
                    repeats:int=3, engine:str="auto", compile:bool=False,
                    step=lambda: None, # called after each size of each pass (a progress bar)
                   ) -> dict:
-    """`{N: [ms per pass]}`: `forward_ms` of every size in turn, `rounds` times over, so that a drift
-    of the machine's speed hits every size alike."""
+    """`{N: [ms per pass]}`: `forward_ms` of every size in turn, `rounds` times over, so that a
+    drift of the machine's speed hits every size alike."""
     times = {n: [] for n in sizes}
     for _ in range(rounds):
         for n in sizes:
