@@ -4,7 +4,7 @@
 
 # %% ../nbs/02_distill.ipynb #b49d965f
 from __future__ import annotations
-import json, math, os, shutil, sys, tempfile, time
+import argparse, json, math, os, shutil, sys, tempfile, time
 from pathlib import Path
 import torch
 import torch.nn.functional as F
@@ -17,10 +17,10 @@ from .verify import Sampling
 # %% auto #0
 __all__ = ['DESIGNS', 'VOCAB_KEY', 'WEIGHTS', 'DISTILLED', 'KD_ANSWERS', 'MAX_STEPS', 'distill_loss', 'make_draft',
            'answer_batch', 'answer_turns', 'answer_conversations', 'topk_pass', 'pool_slice', 'make_distill_data',
-           'text_rows', 'make_text_data', 'collate', 'step_loss', 'save_draft_weights', 'frequent_tokens',
-           'Interrupted', 'train_draft', 'target_fingerprint', 'load_draft_weights', 'load_distilled_draft',
-           'cmd_distill_data', 'load_kd_data', 'cmd_distill_features', 'cmd_distill', 'add_cli', 'agreement', 'alpha',
-           'acceptance', 'pool_acceptance']
+           'save_answers', 'pool_lines', 'answers_file', 'assistant_markers', 'text_rows', 'make_text_data', 'collate',
+           'step_loss', 'save_draft_weights', 'frequent_tokens', 'Interrupted', 'train_draft', 'target_fingerprint',
+           'load_draft_weights', 'load_distilled_draft', 'cmd_distill_data', 'load_kd_data', 'cmd_distill_features',
+           'cmd_distill', 'add_cli', 'agreement', 'alpha', 'acceptance', 'pool_acceptance']
 
 # %% ../nbs/02_distill.ipynb #8f260746
 def distill_loss(draft_logits:torch.Tensor, # (..., V) draft logits
@@ -244,15 +244,82 @@ def make_distill_data(target, tok, out:str|Path, # output folder (shards, then `
     return _sharded(
         Path(out), pool_slice(prompts, 0, n_prompts), rows, shard_size, progress, "distill data")
 
+def save_answers(path:str|Path, toks:list, # each row's token ids: its prompt, then its answer
+                 n_prompt:list, turn:list, # each row's prompt length and turn index
+                 conv:list, # each row's conversation: its line number (0-based) in the pool
+                ) -> Path:
+    """Rows in the format of the shared answers file (`tokens`, `offsets`, `n_prompt`, `turn`,
+    `conv`; see the data README), written atomically: what `flashspec distill --kd` reads."""
+    import numpy as np
+    if not len(toks): raise ValueError("No rows to save.")
+    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    flat = np.concatenate([np.asarray(t, dtype=np.int64) for t in toks])
+    # the shared file's uint16 holds ids below 65,536; a larger vocabulary is stored as int32
+    dt = np.uint16 if flat.max() < 2**16 else np.int32
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, tokens=flat.astype(dt),
+             offsets=np.concatenate([[0], np.cumsum([len(t) for t in toks])]).astype(np.int64),
+             n_prompt=np.asarray(n_prompt, dtype=np.int32), turn=np.asarray(turn, dtype=np.int16),
+             conv=np.asarray(conv, dtype=np.int32))
+    os.replace(tmp, path)
+    return path
+
+def pool_lines(prompts:str|Path) -> dict:
+    """`{question id: line number (0-based)}` of a JSONL prompt file, each id as `read_prompts`
+    gives it (`question_id`, else `id`, else the 1-based line number)."""
+    out = {}
+    # not splitlines(): a JSON string may hold U+2028 and its kin (as `pool_sources` reads it)
+    for k, line in enumerate(Path(prompts).read_text().split("\n")):
+        if not line.strip(): continue
+        r = json.loads(line)
+        out.setdefault(str(r.get("question_id", r.get("id", k + 1))), k)
+    return out
+
+def answers_file(rows, # `make_distill_data`'s rows (`id`, `turn`, `input_ids`, `n_prompt`)
+                 path:str|Path,
+                 prompts:str|Path|None=None, # the pool they answer; None = `data_dir()/DISTILL`
+                ) -> Path:
+    """The target's answers saved as an answers file (`save_answers`) for `flashspec distill --kd`,
+    each row's `conv` the line of its conversation in `prompts`."""
+    prompts = prompts if prompts is not None else data_dir()/DISTILL
+    col = (lambda k: [r[k] for r in rows]) if isinstance(rows, list) else (lambda k: rows[k])
+    line, ids = pool_lines(prompts), [str(i) for i in col("id")]
+    missing = sorted(set(ids) - set(line))
+    if missing: raise ValueError(f"Rows of conversations not in {prompts}: {missing[:5]}.")
+    return save_answers(
+        path, col("input_ids"), col("n_prompt"), col("turn"), [line[i] for i in ids])
+
+
 # %% ../nbs/02_distill.ipynb #fbfe62bc
 def _template_prefix(tok) -> int:
     """Length of the token prefix every rendered conversation shares (a default system prompt, a
     BOS)."""
-    # two plain words the tokenizer knows
-    w1, w2 = sorted(w for w in tok.get_vocab() if w.isalnum())[:2]
+    w1, w2 = _two_words(tok)
     a = encode_chat(tok, w1, add_generation_prompt=False)
     b = encode_chat(tok, w2, add_generation_prompt=False)
     return next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+
+def _two_words(tok) -> tuple:
+    "Two plain words the tokenizer knows."
+    return tuple(sorted(w for w in tok.get_vocab() if w.isalnum())[:2])
+
+def assistant_markers(tok) -> tuple[list, int]:
+    """`(header, end_id)`: the token ids the chat template opens an assistant answer with, and the
+    special token that closes it, read off the template's own renderings."""
+    w1, w2 = _two_words(tok)
+    u = encode_chat(tok, [w1], add_generation_prompt=False)  # a user turn
+    g = encode_chat(tok, [w1], add_generation_prompt=True)   # ... and the generation prompt
+    a = encode_chat(tok, [w1], [w2], add_generation_prompt=False)  # ... and an answer
+    header = g[len(u):]
+    closing = set(tok.all_special_ids) - {tok.unk_token_id}
+    end = next((t for t in a[len(g):] if t in closing), None)
+    if g[:len(u)] != u or a[:len(g)] != g or not header or end is None:
+        raise ValueError(
+            "The chat template does not open answers with a generation prompt that a rendered"
+            " answer then follows and a special token closes, so the answer positions cannot be"
+            " found in the rendered conversations.")
+    return header, end
+
 
 def text_rows(tok, convs:list[dict], max_tokens:int=384) -> list[dict]:
     """Rows for teacher forcing over existing text: user turns with their `reference_assistant`
@@ -600,9 +667,11 @@ def cmd_distill_data(args):
         target, tok, Path(args.out) / "answers", args.prompts, args.n_prompts,
         args.max_prompt_tokens, args.max_new_tokens, args.topk, args.shard_size, args.batch_size)
     n_ans = sum(len(x) - p for x, p in zip(ds["input_ids"], ds["n_prompt"]))
+    # the same answers as one file, for `distill --design eagle3 --kd`
+    kd = answers_file(ds, Path(args.out)/"answers.npz", args.prompts)
     print(
         f"{len(ds)} answered turns, {n_ans} answer tokens in {time.time() - t0:.0f} s ->"
-        f" {Path(args.out)/'answers'}")
+        f" {Path(args.out)/'answers'} and {kd}")
     if args.text_prompts:
         t0, n0 = time.time(), args.n_prompts or 0
         tx = make_text_data(
@@ -651,6 +720,20 @@ def _check_held_out(init, held):
             " here may be rows it trained on, so their agreement would be flattered; compare on"
             " other prompts (e.g. Spec-Bench).")
 
+def _kd_file(args) -> Path:
+    """The answers a feature cache is made from: `--kd`; the shared file for the embedded target;
+    for another target its own answers, made into `OUT/answers.npz` first if they are not there."""
+    if args.kd: return Path(args.kd)
+    if args.target is None: return data_dir()/KD_ANSWERS
+    kd = Path(args.out)/"answers.npz"
+    if not kd.exists():
+        # the shared answers are the embedded model's: this target answers the pool itself, as
+        # `distill-data` does (resumable), without top-k logits (the feature cache keeps its own)
+        print(f"flashspec: {args.target} answers the prompt pool first (the shared answers are the"
+              f" embedded model's): {Path(args.out)/'answers'}", file=sys.stderr)
+        cmd_distill_data(argparse.Namespace(**{**vars(args), "topk": 0, "text_prompts": 0}))
+    return kd
+
 def cmd_distill_features(args):
     """`flashspec distill --features CACHE`: a feature drafter (`--design eagle3`, the cache made
     first if needed), or a slice on the same rows."""
@@ -660,10 +743,10 @@ def cmd_distill_features(args):
         capped_rows)
 
     feats = Path(args.features or Path(args.out)/"features")
-    kd = Path(args.kd) if args.kd else data_dir()/KD_ANSWERS
     if not (feats / "progress.json").exists() or FeatureData(feats).meta["rows"] > len(
         FeatureData(feats)
     ):
+        kd = _kd_file(args)
         caps = _caps(args.cap)
         # None: every conversation
         rows = capped_rows(kd, args.prompts or data_dir()/DISTILL, caps) if caps else None
@@ -714,6 +797,10 @@ def cmd_distill(args):
     # before any data is made: a feature cache can take an hour
     if args.init and args.design != "eagle3":
         raise SystemExit("--init fine-tunes a feature drafter: use it with --design eagle3.")
+    if args.data and (args.design == "eagle3" or args.features):
+        raise SystemExit(
+            "--data names distill-data folders for a sliced draft; a feature drafter reads an"
+            " answers file: --kd DIR/answers.npz (distill-data writes it).")
     if args.design == "eagle3" or args.features: return cmd_distill_features(args)
     if args.cap:
         raise SystemExit(

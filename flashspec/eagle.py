@@ -141,7 +141,8 @@ def extract_features(
         atomic_write(mf, lambda t: Path(t).write_text(json.dumps(meta, indent=1)))
     done = json.loads(pf.read_text())["rows_done"] if pf.exists() else 0
     tokens = np.load(out/"tokens.npy", mmap_mode="r")
-    header = tok.encode("<|im_start|>assistant\n"); end = tok.convert_tokens_to_ids("<|im_end|>")
+    from flashspec.distill import assistant_markers
+    header, end = assistant_markers(tok)  # where answers open and close in this chat template
     dev = target.get_output_embeddings().weight.device
     bar = tqdm(total=len(rows), initial=done, desc="features", disable=not progress, unit="row")
     # chunks of rows in cache order; `progress.json` moves chunk by chunk
@@ -173,7 +174,13 @@ def extract_features(
                     f[b, :n].to(torch.bfloat16).view(torch.int16).cpu().numpy().view(np.uint16))
                 arrs["top_ids"][s:s + n] = top.indices[b, :n].cpu().numpy()
                 arrs["top_vals"][s:s + n] = top.values[b, :n].float().cpu().numpy()
-                arrs["mask"][s:s + n] = answer_mask(np.asarray(tokens[s:s + n]), header, end)
+                m = answer_mask(np.asarray(tokens[s:s + n]), header, end)
+                if not m.any():
+                    raise ValueError(
+                        f"Row {rows[r]} of {kd_path} holds no answer between this target's chat"
+                        f" markers ({tok.decode(header)!r} ... {tok.decode([end])!r}): were its"
+                        " answers written with another chat template (another model's)?")
+                arrs["mask"][s:s + n] = m
             i = j
         for a in arrs.values(): a.flush()
         # after the data: never ahead
@@ -202,7 +209,8 @@ class FeatureDraft(nn.Module):
         from transformers.models.llama.modeling_llama import LlamaRMSNorm
         check_supported(target)
         tc = target.config
-        d, I, eps = tc.hidden_size, tc.intermediate_size, tc.rms_norm_eps
+        # OLMo's norms have no rms_norm_eps (a LayerNorm's 1e-5)
+        d, I, eps = tc.hidden_size, tc.intermediate_size, getattr(tc, "rms_norm_eps", None) or 1e-5
         H, Hkv = tc.num_attention_heads, tc.num_key_value_heads or tc.num_attention_heads
         hd = getattr(tc, "head_dim", None) or d // H
         self.layers = tuple(layers or aux_layers(tc.num_hidden_layers))
@@ -234,10 +242,12 @@ class FeatureDraft(nn.Module):
             rotary=target.get_decoder().rotary_emb, head=target.get_output_embeddings())
         # (S, d): indexing copies the rows
         self.register_buffer("head_w", W.detach()[v.to(W.device)], persistent=False)
-        self.config = LlamaConfig(
-            **{
-                **tc.to_dict(), "num_hidden_layers": 1, "architectures": ["LlamaForCausalLMEagle3"],
-                "draft_vocab_size": len(v), "target_hidden_size": d, "tie_word_embeddings": False})
+        cfg = {
+            **tc.to_dict(), "num_hidden_layers": 1, "architectures": ["LlamaForCausalLMEagle3"],
+            "draft_vocab_size": len(v), "target_hidden_size": d, "tie_word_embeddings": False}
+        # one Llama layer whatever the target's family (Qwen's per-layer types are the target's)
+        for k in ("model_type", "layer_types"): cfg.pop(k, None)
+        self.config = LlamaConfig(**cfg)
         self.to(W.device, W.dtype if W.dtype.is_floating_point else torch.float32)
 
     def embed(self, tokens):  # (...,) -> (..., d)
@@ -339,6 +349,10 @@ class FeatureData:
         return {k: v[a:b] for k, v in self.arr.items()}
     def split(self, n_held_out:int, seed:int=0):
         "Two disjoint `FeatureData`: (train, held-out of `n_held_out` rows), drawn at random."
+        if n_held_out >= len(self.rows):
+            raise ValueError(
+                f"Holding out {n_held_out} of {len(self.rows)} conversations leaves none to train"
+                " on: hold out fewer (--held-out).")
         perm = np.random.default_rng(seed).permutation(self.rows)
         return FeatureData(self.folder, np.sort(perm[n_held_out:])), FeatureData(
             self.folder, np.sort(perm[:n_held_out]))
@@ -364,15 +378,15 @@ def collate_features(rows:list[dict], device=None, dtype=torch.float32) -> dict:
         tokens=torch.zeros(B, L, dtype=torch.long), valid=torch.zeros(B, L, dtype=torch.bool),
         mask=torch.zeros(B, L, dtype=torch.bool), top_ids=torch.zeros(B, L, k, dtype=torch.long),
         top_vals=torch.zeros(B, L, k))
+    # rows read from the cache are read-only memory maps: copied (np.array), which torch can wrap
+    t = lambda x, dt=None: torch.from_numpy(np.array(x, dtype=dt))
     for b, r in enumerate(rows):
         n = len(r["tokens"])
-        out["feats"][b, :n] = torch.from_numpy(
-            np.ascontiguousarray(r["feats"]).view(np.int16)
-        ).view(torch.bfloat16)
-        out["tokens"][b, :n] = torch.from_numpy(np.asarray(r["tokens"], dtype=np.int64))
-        out["valid"][b, :n] = True; out["mask"][b, :n] = torch.from_numpy(np.asarray(r["mask"]))
-        out["top_ids"][b, :n] = torch.from_numpy(np.asarray(r["top_ids"], dtype=np.int64))
-        out["top_vals"][b, :n] = torch.from_numpy(np.asarray(r["top_vals"], dtype=np.float32))
+        out["feats"][b, :n] = t(r["feats"]).view(torch.int16).view(torch.bfloat16)  # stored bits
+        out["tokens"][b, :n] = t(r["tokens"], np.int64)
+        out["valid"][b, :n] = True; out["mask"][b, :n] = t(r["mask"])
+        out["top_ids"][b, :n] = t(r["top_ids"], np.int64)
+        out["top_vals"][b, :n] = t(r["top_vals"], np.float32)
     out["feats"] = out["feats"].to(dtype)
     return {k: v.to(device) for k, v in out.items()} if device is not None else out
 

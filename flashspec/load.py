@@ -86,7 +86,8 @@ def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
         type=int,
         help=(
             "draft = the target's first K layers, untrained "
-            "(default: the draft shipped for the embedded target, else K=4)"))
+            "(default: the draft shipped for the embedded target, else K=4, or one"
+            " less than the target's layers where it has 4 or fewer)"))
     p.add_argument(
         "--draft-design",
         choices=["eagle3", "slice"],
@@ -194,11 +195,15 @@ def load_models(args:argparse.Namespace):
                 f"distilled draft shipped with flashspec ({draft.config.num_hidden_layers} layers"
                 + (f", {len(v)}-token vocabulary subset)" if v is not None else ")"))
         except (ValueError, FileNotFoundError) as e:
+            # 4 layers, fewer than the target's: a slice of all its layers costs a target step
+            k = max(1, min(4, target.config.num_hidden_layers - 1))
             print(
-                f"flashspec: no distilled draft for this target ({e}); drafting with its first 4"
-                " layers, untrained.",
+                f"flashspec: no distilled draft for this target ({e}); drafting with its first {k}"
+                " layers, untrained (`flashspec distill --target PATH --design eagle3 --out"
+                " DIR` trains one on the target's own answers; then pass --draft"
+                " DIR/draft.safetensors).",
                 file=sys.stderr)
-            draft, args.draft_name = slice_draft(target, 4), "first 4 target layers, untrained"
+            draft, args.draft_name = slice_draft(target, k), f"first {k} target layers, untrained"
     return _quantized(target, tok, draft, args)
 
 def _quantized(target, tok, draft, args):

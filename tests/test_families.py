@@ -1,0 +1,49 @@
+"""Every model family flashspec supports, tiny and random: both draft designs build on it and
+greedy speculative decoding gives the target's own output."""
+import pytest
+import torch
+import transformers as T
+
+from flashspec.models import SUPPORTED_MODEL_TYPES
+from flashspec.draft import slice_draft
+from flashspec.eagle import FeatureDraft
+from flashspec.decode import generate
+from flashspec.tree import TreeConfig
+
+CONFIGS = dict(
+    llama=T.LlamaConfig, mistral=T.MistralConfig, qwen2=T.Qwen2Config, qwen3=T.Qwen3Config,
+    olmo=T.OlmoConfig, olmo2=T.Olmo2Config, granite=T.GraniteConfig)
+
+
+def tiny(family, **kw):
+    "A tiny random causal LM of `family` (4 layers, 128 tokens)."
+    cfg = CONFIGS[family](
+        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+        head_dim=16, bos_token_id=0, eos_token_id=1, pad_token_id=0, **kw)
+    torch.manual_seed(0)
+    m = T.AutoModelForCausalLM.from_config(cfg).eval()
+    m.requires_grad_(False)
+    return m
+
+
+def test_every_supported_family_is_tested():
+    assert set(CONFIGS) == set(SUPPORTED_MODEL_TYPES)
+
+
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_both_designs_are_lossless(family):
+    # Mistral's default 4,096-token sliding window is refused (below); without one it is a Llama
+    m = tiny(family, **({"sliding_window": None} if family == "mistral" else {}))
+    fd = FeatureDraft(m)
+    # the drafter's own layer is a Llama layer, whatever the target's family
+    assert (fd.config.model_type, fd.config.num_hidden_layers) == ("llama", 1)
+    ids = torch.randint(2, 128, (12,), generator=torch.Generator().manual_seed(1)).tolist()
+    plain = generate(m, None, ids, 16, eos_token_id=-1)[0]
+    for draft in (fd, slice_draft(m, 1)):
+        assert generate(m, draft, ids, 16, eos_token_id=-1, tree=TreeConfig(3, 2))[0] == plain
+
+
+def test_a_sliding_window_is_refused():
+    with pytest.raises(ValueError, match="sliding attention window"):
+        FeatureDraft(tiny("mistral", sliding_window=8))
