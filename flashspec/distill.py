@@ -723,14 +723,18 @@ def _check_held_out(init, held):
 def _kd_file(args) -> Path:
     """The answers a feature cache is made from: `--kd`; the shared file for the embedded target;
     for another target its own answers, made into `OUT/answers.npz` first if they are not there."""
+    from flashspec.models import cache_dir, EMBEDDED_NAME
     if args.kd: return Path(args.kd)
-    if args.target is None: return data_dir()/KD_ANSWERS
+    # the embedded model, by default or by the path it was converted to
+    if args.target is None or Path(args.target).resolve() == (cache_dir()/EMBEDDED_NAME).resolve():
+        return data_dir()/KD_ANSWERS
     kd = Path(args.out)/"answers.npz"
     if not kd.exists():
         # the shared answers are the embedded model's: this target answers the pool itself, as
         # `distill-data` does (resumable), without top-k logits (the feature cache keeps its own)
         print(f"flashspec: {args.target} answers the prompt pool first (the shared answers are the"
-              f" embedded model's): {Path(args.out)/'answers'}", file=sys.stderr)
+              f" embedded model's; --kd FILE reads answers it wrote before):"
+              f" {Path(args.out)/'answers'}", file=sys.stderr)
         cmd_distill_data(argparse.Namespace(**{**vars(args), "topk": 0, "text_prompts": 0}))
     return kd
 
