@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse, sys, warnings
 import torch
 from .models import load_target
-from .draft import slice_draft
+from .draft import slice_draft, check_compatible
 from .tree import TreeConfig
 from .decode import Drafter, ModelDrafter, PromptLookupDrafter, MergedDrafter, StoreDrafter
 from .decode import answers_store
@@ -173,9 +173,10 @@ def load_models(args:argparse.Namespace):
     elif args.draft and str(args.draft).endswith(".safetensors"):
         draft, args.draft_name = load_draft_file(target, args.draft), args.draft
     elif args.draft:
-        draft, args.draft_name = (
-            load_target(args.draft, dtype=args.dtype, device=dev)[0],
-            args.draft)
+        # a checkpoint of the target's family: its own tokenizer is not needed, its vocabulary is
+        draft = load_target(args.draft, dtype=args.dtype, device=dev, tokenizer=False)[0]
+        check_compatible(target, draft)
+        args.draft_name = args.draft
     elif args.draft_layers:
         draft = slice_draft(target, args.draft_layers)
         args.draft_name = f"first {args.draft_layers} target layers, untrained"

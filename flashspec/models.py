@@ -149,6 +149,7 @@ def load_target(
     path:str|Path|None=None, # local HF checkpoint dir; None = the embedded SmolLM2-135M-Instruct
     dtype:torch.dtype|str=torch.float32, # weights dtype: float32, bfloat16, float16
     device:str|torch.device="cpu", # where the model lives
+    tokenizer:bool=True, # load its tokenizer too (False: None in its place; a draft needs none)
 ):
     """Load a target causal LM and its tokenizer, in eval mode, with gradients off. Returns `(model,
     tokenizer)`."""
@@ -176,8 +177,7 @@ def load_target(
         if bar: hf_logging.enable_progress_bar()
     model.requires_grad_(False)
     check_supported(model)
-    tok = AutoTokenizer.from_pretrained(path)
-    return model, tok
+    return model, AutoTokenizer.from_pretrained(path) if tokenizer else None
 
 # %% ../nbs/00_models.ipynb #82304328
 def tiny_llama(n_layers:int=4, vocab_size:int=128, hidden:int=64, heads:int=4, kv_heads:int=2,
