@@ -744,7 +744,7 @@ def cmd_distill_features(args):
     import numpy as np
     from flashspec.eagle import (
         extract_features, FeatureData, cache_vocab, train_feature_drafter, train_slice_on_features,
-        capped_rows)
+        capped_rows, rank_acceptance, store_acceptance)
 
     feats = Path(args.features or Path(args.out)/"features")
     if not (feats / "progress.json").exists() or FeatureData(feats).meta["rows"] > len(
@@ -786,9 +786,16 @@ def cmd_distill_features(args):
             held_out=json.dumps(held.rows.tolist()) if held is not None else "",
             held_out_sha=held.tokens_sha() if held is not None else ""))
     if args.design == "eagle3":
-        _, log = train_feature_drafter(
+        fd, log = train_feature_drafter(
             target, train, args.out, ttt_steps=args.ttt_steps, step_decay=args.step_decay,
             w_feat=args.w_feat, init=args.init, **common)
+        if held is not None:
+            # the table `auto_tree` reads: teacher-forced on rows like the training data, so
+            # optimistic for prompts unlike them (measure `chain_acceptance` on such prompts)
+            P = rank_acceptance(fd, held)
+            store_acceptance(Path(args.out)/"draft.safetensors", P)
+            print(f"held-out acceptance per draft step (top-1, {len(held)} conversations,"
+                  f" teacher-forced; stored for auto_tree): {[round(r[0], 3) for r in P]}")
     else:
         _, log = train_slice_on_features(
             target, train, args.out, args.design, args.layers, **common)

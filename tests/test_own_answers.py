@@ -10,6 +10,7 @@ from flashspec.models import tiny_llama, tiny_tokenizer, load_target, encode_cha
 from flashspec.distill import add_cli, save_answers
 from flashspec.eagle import extract_features, load_draft_file, FeatureData
 from flashspec.decode import generate
+from flashspec.engine import draft_acceptance
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +61,9 @@ def test_the_trained_drafter_decodes_losslessly(own):
     d, tok, _, _ = own
     target, _ = load_target(d/"m")
     draft = load_draft_file(target, d/"run"/"draft.safetensors")
+    # the held-out conversation's teacher-forced table is stored for the cost model (`auto_tree`)
+    P = draft_acceptance(draft)
+    assert len(P) == 5 and all(len(row) == 8 and all(0 <= x <= 1 for x in row) for row in P)
     ids = encode_chat(tok, "w3 w4")
     plain = generate(target, None, ids, 12, eos_token_id=-1)[0]
     assert generate(target, draft, ids, 12, eos_token_id=-1)[0] == plain

@@ -77,10 +77,7 @@ def plan(a) -> dict:
                 flashspec(
                     "distill", "--design", "eagle3", "--device", dev, "--out", o / "train",
                     "--features", feats, *init, *fresh, *size, "--held-out", held, "--lr", a.lr,
-                    "--warmup", 20, "--ttt-steps", 3, "--w-kd", 0, "--time-limit", "{minutes}"),
-                [
-                    sys.executable, __file__, "--table", o / "train", "--features", feats,
-                    "--device", dev, "--held-out", held]],
+                    "--warmup", 20, "--ttt-steps", 3, "--w-kd", 0, "--time-limit", "{minutes}")],
             0.40),
         "batch": (
             [
@@ -105,21 +102,6 @@ def shipped() -> str:
     from flashspec.distill import WEIGHTS
     from flashspec.eagle import EAGLE_WEIGHTS
     return str(WEIGHTS/EAGLE_WEIGHTS)
-
-def store_table(run:Path, features:Path, device:str, held_out:int):
-    """Measure the trained drafter's teacher-forced acceptance table on the held-out rows and store
-    it in its weights."""
-    import torch
-    from flashspec.models import load_target
-    from flashspec.eagle import FeatureData, load_feature_drafter, rank_acceptance, store_acceptance
-    w = run/"draft.safetensors"
-    if not w.exists(): raise SystemExit(f"{w} is missing: training did not save a draft.")
-    target, _ = load_target(dtype=torch.float32, device=device)
-    # the rows `distill --held-out` kept out (the same draw)
-    _, held = FeatureData(features).split(held_out)
-    P = rank_acceptance(load_feature_drafter(target, w), held)
-    store_acceptance(w, P)
-    print("held-out acceptance per step (rank 0):", [round(r[0], 3) for r in P])
 
 def hf_batched(model, prompts:list, B:int, n:int, slots:int) -> tuple[list, float]:
     """Hugging Face greedy `generate` with its static cache of `slots` on left-padded batches of B:
@@ -205,11 +187,8 @@ def main(argv=None):
     ap.add_argument(
         "--fresh", action="store_true",
         help="train a new drafter instead of fine-tuning the shipped one")
-    ap.add_argument("--table", help=argparse.SUPPRESS)  # internal: store_table on this run folder
-    ap.add_argument("--held-out", type=int, default=200, help=argparse.SUPPRESS)
     ap.add_argument("--batch-phase", help=argparse.SUPPRESS)  # internal: batch_phase into this JSON
     a = ap.parse_args(argv)
-    if a.table: return store_table(Path(a.table), Path(a.features), a.device, a.held_out)
     if a.batch_phase: return batch_phase(Path(a.batch_phase), a.device, a.tiny)
     if not a.out: ap.error("--out is required")
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
