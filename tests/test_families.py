@@ -1,5 +1,5 @@
 """Every model family flashspec supports, tiny and random: both draft designs build on it and
-greedy speculative decoding gives the target's own output."""
+greedy speculative decoding gives the target's own output, alone and in a batch."""
 import pytest
 import torch
 import transformers as T
@@ -9,6 +9,7 @@ from flashspec.draft import slice_draft
 from flashspec.eagle import FeatureDraft
 from flashspec.decode import generate
 from flashspec.tree import TreeConfig
+from flashspec.batch import Request, generate_batch
 
 CONFIGS = dict(
     llama=T.LlamaConfig, mistral=T.MistralConfig, qwen2=T.Qwen2Config, qwen3=T.Qwen3Config,
@@ -47,3 +48,15 @@ def test_both_designs_are_lossless(family):
 def test_a_sliding_window_is_refused():
     with pytest.raises(ValueError, match="sliding attention window"):
         FeatureDraft(tiny("mistral", sliding_window=8))
+
+
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_batched_requests_decode_as_alone(family):
+    m = tiny(family, **({"sliding_window": None} if family == "mistral" else {}))
+    g = torch.Generator().manual_seed(2)
+    prompts = [torch.randint(2, 128, (n,), generator=g).tolist() for n in (5, 9, 14)]
+    alone = [generate(m, None, p, 10, eos_token_id=-1)[0] for p in prompts]
+    for draft in (FeatureDraft(m), slice_draft(m, 1)):
+        got = generate_batch(
+            m, draft, [Request(p, 10, eos_token_id=-1) for p in prompts], tree=TreeConfig(2, 2))
+        assert [r.tokens for r in got] == alone
