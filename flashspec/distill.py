@@ -803,8 +803,15 @@ def cmd_distill_features(args):
     print(f"target unchanged; trained {args.design} draft -> {Path(args.out)/'draft.safetensors'}")
     return 0
 
+def _design_defaults(args):
+    """`--lr` left unset: 1e-3 for a feature drafter (its shipped run's), 3e-4 for a slice (whose
+    layers start from the target's)."""
+    if args.lr is None: args.lr = 1e-3 if args.design == "eagle3" else 3e-4
+    return args
+
 def cmd_distill(args):
     "`flashspec distill`: train a draft of the chosen design on the target's own answers."
+    _design_defaults(args)
     # before any data is made: a feature cache can take an hour
     if args.init and args.design != "eagle3":
         raise SystemExit("--init fine-tunes a feature drafter: use it with --design eagle3.")
@@ -822,6 +829,11 @@ def cmd_distill(args):
         cmd_distill_data(args)
         if args.text_prompts: data.append(Path(args.out)/"text")
     ds = load_kd_data(data)
+    if "topk_indices" not in ds.column_names and (args.w_kd or args.draft_vocab):
+        raise SystemExit(
+            f"{' '.join(map(str, data))}: no cached top-k logits (answers made for --design eagle3,"
+            " or with --topk 0), which a slice's KD term and --draft-vocab read: make its data in"
+            " another --out, or pass --w-kd 0 --draft-vocab 0.")
     # fp32 masters; bf16 autocast if asked
     target, tok = load_target(args.target, dtype="float32", device=args.device)
     before = param_hashes(target)
@@ -865,17 +877,21 @@ def add_cli(subparsers):
         help="folders from distill-data (OUT/answers, OUT/text); default: make them in OUT")
     p.add_argument(
         "--design",
-        default="frozen+1",
+        default="eagle3",
         choices=DESIGNS + ("eagle3",),
         help=(
-            "slice / frozen+1: a sliced draft; eagle3: a feature drafter on the target's hidden"
-            " states"))
+            "eagle3 (the default: the draft measured fastest): a feature drafter on the target's"
+            " hidden states; slice / frozen+1: a sliced draft"))
     p.add_argument(
         "--layers", type=int, default=4, help="slice: layers trained; frozen+1: frozen layers below"
     )
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--train-batch-size", type=int, default=8)
-    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument(
+        "--lr", type=float,
+        help=(
+            "default: 1e-3 for eagle3 (its shipped run's), 3e-4 for a slice (its layers start"
+            " from the target's)"))
     p.add_argument("--warmup", type=int, default=50)
     p.add_argument("--w-ce", type=float, default=1.0)
     p.add_argument("--w-kd", type=float, default=1.0)
@@ -892,10 +908,10 @@ def add_cli(subparsers):
     p.add_argument(
         "--draft-vocab",
         type=int,
-        default=0,
+        default=8192,
         help=(
             "save a vocabulary subset with the draft: the N tokens the target ranks first most"
-            " often in the data (0 = all)"))
+            " often in the data (0 = all; 8192, the default, is both shipped drafts' head)"))
     g = p.add_argument_group("eagle3 (feature drafter)")
     g.add_argument(
         "--features",
