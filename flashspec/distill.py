@@ -8,7 +8,7 @@ import argparse, json, math, os, shutil, sys, tempfile, time
 from pathlib import Path
 import torch
 import torch.nn.functional as F
-from .models import encode_chat, load_target, atomic_write
+from .models import encode_chat, load_target, atomic_write, check_device
 from .data import read_prompts, data_dir, DISTILL
 from .draft import slice_draft, trainable_parameters, param_hashes
 from .decode import generate
@@ -226,8 +226,12 @@ def pool_slice(prompts:str|Path|None=None, # JSONL prompt pool; None = `data_dir
                start:int=0, stop:int|None=None) -> list[dict]:
     """Conversations `start:stop` of the pool taken round-robin over its categories (so prefixes are
     stable)."""
-    return read_prompts(prompts if prompts is not None else data_dir() / DISTILL, limit=stop)[
-        start:stop]
+    path = prompts if prompts is not None else data_dir() / DISTILL
+    convs = read_prompts(path, limit=stop)[start:stop]
+    if not convs:
+        where = f" (conversations {start}:{'' if stop is None else stop})" if start or stop else ""
+        raise ValueError(f"No conversations in {path}{where}.")
+    return convs
 
 def make_distill_data(target, tok, out:str|Path, # output folder (shards, then `out/data`)
                       prompts:str|Path|None=None, # JSONL prompt pool; None = `data_dir()/DISTILL`
@@ -306,6 +310,10 @@ def _two_words(tok) -> tuple:
 def assistant_markers(tok) -> tuple[list, int]:
     """`(header, end_id)`: the token ids the chat template opens an assistant answer with, and the
     special token that closes it, read off the template's own renderings."""
+    if getattr(tok, "chat_template", None) is None:
+        raise ValueError(
+            "The tokenizer has no chat template (a base model): nothing marks which tokens of a"
+            " conversation are the answers a drafter should learn.")
     w1, w2 = _two_words(tok)
     u = encode_chat(tok, [w1], add_generation_prompt=False)  # a user turn
     g = encode_chat(tok, [w1], add_generation_prompt=True)   # ... and the generation prompt
@@ -730,6 +738,9 @@ def _kd_file(args) -> Path:
         return data_dir()/KD_ANSWERS
     kd = Path(args.out)/"answers.npz"
     if not kd.exists():
+        from transformers import AutoTokenizer
+        # before hours of answers: can the feature cache find them in this template?
+        assistant_markers(AutoTokenizer.from_pretrained(args.target))
         # the shared answers are the embedded model's: this target answers the pool itself, as
         # `distill-data` does (resumable), without top-k logits (the feature cache keeps its own)
         print(f"flashspec: {args.target} answers the prompt pool first (the shared answers are the"
@@ -812,6 +823,7 @@ def _design_defaults(args):
 def cmd_distill(args):
     "`flashspec distill`: train a draft of the chosen design on the target's own answers."
     _design_defaults(args)
+    check_device(args.device)  # before any data is read or made
     # before any data is made: a feature cache can take an hour
     if args.init and args.design != "eagle3":
         raise SystemExit("--init fine-tunes a feature drafter: use it with --design eagle3.")

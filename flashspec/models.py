@@ -11,7 +11,7 @@ import torch
 # %% auto #0
 __all__ = ['EMBEDDED_GGUF', 'EMBEDDED_NAME', 'SUPPORTED_MODEL_TYPES', 'CHATML_TEMPLATE', 'quiet_imports', 'quiet_hf', 'cache_dir',
            'atomic_write', 'embedded_gguf', 'cpuinfo', 'hardware', 'embedded_model_dir', 'check_supported',
-           'load_target', 'tiny_llama', 'to_messages', 'encode_chat', 'tiny_tokenizer']
+           'check_device', 'load_target', 'tiny_llama', 'to_messages', 'encode_chat', 'tiny_tokenizer']
 
 # %% ../nbs/00_models.ipynb #a1f0c2d4
 @contextlib.contextmanager
@@ -145,6 +145,11 @@ def check_supported(model) -> None:
             "the tree mask assumes full attention.")
 
 # %% ../nbs/00_models.ipynb #e28b6480
+def check_device(device:str|torch.device):
+    "Raise a clear `ValueError` for a CUDA device on a machine without one."
+    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: no CUDA device here.")
+
 def load_target(
     path:str|Path|None=None, # local HF checkpoint dir; None = the embedded SmolLM2-135M-Instruct
     dtype:torch.dtype|str=torch.float32, # weights dtype: float32, bfloat16, float16
@@ -154,9 +159,7 @@ def load_target(
     """Load a target causal LM and its tokenizer, in eval mode, with gradients off. Returns `(model,
     tokenizer)`."""
     if isinstance(dtype, str): dtype = getattr(torch, dtype)
-    # before a long conversion or load
-    if torch.device(device).type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {device}: no CUDA device here.")
+    check_device(device)  # before a long conversion or load
     if path is None: path = embedded_model_dir()
     path = Path(path).expanduser()
     if not path.exists():
@@ -235,12 +238,16 @@ def encode_chat(tokenizer, turns, answers=None,
                 max_tokens:int|None=None, # keep the last whole turns whose rendering fits
                 add_generation_prompt:bool=True) -> list[int]:
     """Token ids of a conversation rendered with the chat template, truncated to the last turns that
-    fit."""
+    fit; for a tokenizer without one (a base model), the messages' text, blank lines between."""
     msgs = to_messages(turns, answers)
     if not msgs: raise ValueError("Empty conversation.")
     system = [m for m in msgs[:1] if m["role"] == "system"]
     starts = [i for i in _turn_starts(msgs)] or [len(system)]
     def render(ms):
+        if getattr(tokenizer, "chat_template", None) is None:
+            # no chat format to follow: plain text, which a base model continues
+            text = "\n\n".join(m["content"] for m in ms) + ("\n\n" if add_generation_prompt else "")
+            return list(tokenizer(text)["input_ids"])
         ids = tokenizer.apply_chat_template(
             ms, add_generation_prompt=add_generation_prompt, tokenize=True)
         if hasattr(ids, "keys"): ids = ids["input_ids"]
