@@ -290,5 +290,6 @@ def store_drafter(args:argparse.Namespace, vocab_size:int|None=None) -> StoreDra
     if path == "shared" and getattr(args, "target", None):
         raise ValueError(
             "--answer-store without a file reads the embedded target's answers; for --target, give"
-            " a `flashspec distill-data` file of that target's own answers.")
+            " that target's own (`flashspec distill-data --target PATH --out DIR` writes"
+            " DIR/answers.npz).")
     return StoreDrafter(answers_store(None if path == "shared" else path, vocab_size=vocab_size))
