@@ -760,10 +760,15 @@ def export_eagle3(fd:FeatureDraft, folder:str|Path, dtype=torch.bfloat16) -> Pat
     """Write `fd` as an EAGLE-3 draft checkpoint (`config.json`, `model.safetensors`) that vLLM,
     SGLang and llama.cpp load."""
     from safetensors.torch import save_file
+    norm = fd.target_parts["norm"]
+    if getattr(norm, "weight", None) is None:
+        raise ValueError(
+            f"The EAGLE-3 layout holds the target's final norm weight; its {type(norm).__name__}"
+            " has none (OLMo's norms are parameter-free), so this drafter cannot be exported.")
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
     c = lambda t: t.detach().to(dtype).cpu().contiguous()
     sd = {
-        "fc.weight": c(fd.fc.weight), "norm.weight": c(fd.target_parts["norm"].weight),
+        "fc.weight": c(fd.fc.weight), "norm.weight": c(norm.weight),
         "lm_head.weight": c(fd.head_w)}
     for name in ("hidden_norm", "input_layernorm", "post_attention_layernorm"):
         sd[f"midlayer.{name}.weight"] = c(getattr(fd, name).weight)

@@ -1,12 +1,14 @@
 """Every model family flashspec supports, tiny and random: both draft designs build on it and
-greedy speculative decoding gives the target's own output, alone and in a batch."""
+greedy speculative decoding gives the target's own output, alone and in a batch; the feature
+drafter exports in the EAGLE-3 layout where the target's norm has a weight."""
+import json
 import pytest
 import torch
 import transformers as T
 
 from flashspec.models import SUPPORTED_MODEL_TYPES
 from flashspec.draft import slice_draft
-from flashspec.eagle import FeatureDraft
+from flashspec.eagle import FeatureDraft, export_eagle3
 from flashspec.decode import generate
 from flashspec.tree import TreeConfig
 from flashspec.batch import Request, generate_batch
@@ -60,3 +62,15 @@ def test_batched_requests_decode_as_alone(family):
         got = generate_batch(
             m, draft, [Request(p, 10, eos_token_id=-1) for p in prompts], tree=TreeConfig(2, 2))
         assert [r.tokens for r in got] == alone
+
+
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_export_in_the_eagle3_layout(family, tmp_path):
+    fd = FeatureDraft(tiny(family, **({"sliding_window": None} if family == "mistral" else {})))
+    if family == "olmo":  # a parameter-free final norm: nothing to put in `norm.weight`
+        with pytest.raises(ValueError, match="cannot be exported"): export_eagle3(fd, tmp_path)
+        return
+    cfg = json.loads((export_eagle3(fd, tmp_path)/"config.json").read_text())
+    assert (cfg["model_type"], cfg["architectures"], cfg["num_hidden_layers"]) == (
+        "llama", ["LlamaForCausalLMEagle3"], 1)
+    assert "layer_types" not in cfg
