@@ -48,9 +48,9 @@ def test_trains_on_the_targets_own_answers(own):
     meta = FeatureData(d/"run"/"features").meta
     assert meta["source"] == str(d/"run"/"answers.npz")
     target, _ = load_target(d/"m")
-    # each cached row is a conversation's last row, which the target itself wrote after its prompt
+    # every row's answer is the target's own greedy continuation of its prompt
     offs = kd["offsets"]
-    for r in np.flatnonzero(kd["turn"] == kd["turn"].max()):
+    for r in range(len(offs) - 1):
         ids, p = kd["tokens"][offs[r]:offs[r + 1]].astype(np.int64), int(kd["n_prompt"][r])
         want = generate(target, None, ids[:p].tolist(), len(ids) - p,
                         eos_token_id=tok.eos_token_id)[0]
