@@ -19,7 +19,9 @@ CONFIGS = dict(
 
 
 def tiny(family, **kw):
-    "A tiny random causal LM of `family` (4 layers, 128 tokens)."
+    """A tiny random causal LM of `family` (4 layers, 128 tokens); Mistral without its default
+    4,096-token sliding window (which is refused) unless `kw` gives one."""
+    if family == "mistral": kw = {"sliding_window": None, **kw}
     cfg = CONFIGS[family](
         vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=4,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
@@ -36,8 +38,7 @@ def test_every_supported_family_is_tested():
 
 @pytest.mark.parametrize("family", sorted(CONFIGS))
 def test_both_designs_are_lossless(family):
-    # Mistral's default 4,096-token sliding window is refused (below); without one it is a Llama
-    m = tiny(family, **({"sliding_window": None} if family == "mistral" else {}))
+    m = tiny(family)
     fd = FeatureDraft(m)
     # the drafter's own layer is a Llama layer, whatever the target's family
     assert (fd.config.model_type, fd.config.num_hidden_layers) == ("llama", 1)
@@ -54,7 +55,7 @@ def test_a_sliding_window_is_refused():
 
 @pytest.mark.parametrize("family", sorted(CONFIGS))
 def test_batched_requests_decode_as_alone(family):
-    m = tiny(family, **({"sliding_window": None} if family == "mistral" else {}))
+    m = tiny(family)
     g = torch.Generator().manual_seed(2)
     prompts = [torch.randint(2, 128, (n,), generator=g).tolist() for n in (5, 9, 14)]
     alone = [generate(m, None, p, 10, eos_token_id=-1)[0] for p in prompts]
@@ -66,7 +67,7 @@ def test_batched_requests_decode_as_alone(family):
 
 @pytest.mark.parametrize("family", sorted(CONFIGS))
 def test_export_in_the_eagle3_layout(family, tmp_path):
-    fd = FeatureDraft(tiny(family, **({"sliding_window": None} if family == "mistral" else {})))
+    fd = FeatureDraft(tiny(family))
     if family == "olmo":  # a parameter-free final norm: nothing to put in `norm.weight`
         with pytest.raises(ValueError, match="cannot be exported"): export_eagle3(fd, tmp_path)
         return

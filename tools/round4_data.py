@@ -24,20 +24,12 @@ import numpy as np
 import torch
 from flashspec.models import cache_dir
 from flashspec.data import read_prompts, data_dir
+from flashspec.distill import save_answers  # the shared file's format
 
 DIR = cache_dir()/"round4"
 KD, POOL = data_dir()/"distill"/"kd_answers_smollm2-135m.npz", data_dir()/"distill"/"prompts.jsonl"
 # 07b's chain_acceptance prompts
 CATS = ("chat", "qa", "translation", "math_reasoning", "summarization")
-
-def save_rows(path, toks, n_prompt, turn, conv):
-    "Rows in the shared file's format (tokens, offsets, n_prompt, turn, conv), written atomically."
-    tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, tokens=np.concatenate(toks).astype(np.uint16),
-             offsets=np.concatenate([[0], np.cumsum([len(t) for t in toks])]).astype(np.int64),
-             n_prompt=np.asarray(n_prompt, dtype=np.int32), turn=np.asarray(turn, dtype=np.int16),
-             conv=np.asarray(conv, dtype=np.int32))
-    tmp.replace(path)
 
 def answer():
     from flashspec.models import load_target
@@ -63,7 +55,7 @@ def answer():
         convs = [dict(pool[i], question_id=str(i)) for i in order[s:s + 64]]
         rows += answer_conversations(
             t16, tok, convs, max_prompt_tokens=384, max_new_tokens=256, batch_size=64)
-        save_rows(
+        save_answers(
             DIR / "extra.npz", [np.asarray(r["input_ids"]) for r in rows],
             [r["n_prompt"] for r in rows], [r["turn"] for r in rows], [int(r["id"]) for r in rows])
         n = sum(len(r["input_ids"]) - r["n_prompt"] for r in rows)
@@ -88,7 +80,7 @@ def merge(n_replay:int, folder=DIR, name:str="round4.npz"):
     toks = [d["tokens"][d["offsets"][r]:d["offsets"][r + 1]] for d, rows in parts for r in rows]
     cols = {
         k: np.concatenate([d[k][rows] for d, rows in parts]) for k in ("n_prompt", "turn", "conv")}
-    save_rows(folder/name, toks, **cols)
+    save_answers(folder/name, toks, **cols)
     print(
         f"replay {len(replay)} conversations, new {len(parts[1][1])}, {sum(map(len, toks))} tokens")
 

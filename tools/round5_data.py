@@ -25,7 +25,8 @@ import numpy as np
 import torch
 from flashspec.models import cache_dir
 from flashspec.data import read_prompts, data_dir
-from round4_data import save_rows, merge  # the same file format and replay rows as round 4
+from flashspec.distill import save_answers  # the shared file's format
+from round4_data import merge  # the same replay rows as round 4
 
 DIR = cache_dir()/"round5"
 KD, POOL = data_dir()/"distill"/"kd_answers_smollm2-135m.npz", data_dir()/"distill"/"prompts.jsonl"
@@ -64,7 +65,7 @@ def answer(n:int):
     for s in range(0, len(convs), 32):
         rows += answer_conversations(
             t16, tok, convs[s : s + 32], max_prompt_tokens=768, max_new_tokens=160, batch_size=32)
-        save_rows(
+        save_answers(
             DIR / "extra.npz", [np.asarray(r["input_ids"]) for r in rows],
             [r["n_prompt"] for r in rows], [r["turn"] for r in rows], [int(r["id"]) for r in rows])
         a = sum(len(r["input_ids"]) - r["n_prompt"] for r in rows)
