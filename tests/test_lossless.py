@@ -170,18 +170,16 @@ def test_sampling_matches_target_distribution(kind):
     # spread-out p: a real test
     target = tiny_llama(n_layers=2, vocab_size=6, hidden=32, seed=5, tie=False)
     s = Sampling(temperature=1.0, top_k=3 if "top-k" in kind else 0)
+    d = slice_draft(target, 1)  # one network; each decode gets a fresh drafter around it
     fns = {
-        "model tree": lambda: ModelDrafter(slice_draft(target, 1), TreeConfig(2, 2)),
-        "model tree wider than top-k": lambda: ModelDrafter(
-            slice_draft(target, 1), TreeConfig(2, 4)),
+        "model tree": lambda: ModelDrafter(d, TreeConfig(2, 2)),
+        "model tree wider than top-k": lambda: ModelDrafter(d, TreeConfig(2, 4)),
         # the draft proposes from tokens {0, 2, 4} only: p's mass on 1, 3, 5 must come from the
         # residual
-        "model tree, vocabulary subset": lambda: ModelDrafter(
-            slice_draft(target, 1), TreeConfig(2, 2), vocab=[0, 2, 4]),
+        "model tree, vocabulary subset": lambda: ModelDrafter(d, TreeConfig(2, 2), vocab=[0, 2, 4]),
         # children only where the draft's top probability is >= 0.4: some nodes expanded, some
         # not
-        "adaptive model tree": lambda: ModelDrafter(
-            slice_draft(target, 1), TreeConfig(2, 2), min_prob=0.4),
+        "adaptive model tree": lambda: ModelDrafter(d, TreeConfig(2, 2), min_prob=0.4),
         "random q, 3 siblings": lambda: NoisyDrafter(6, TreeConfig(2, 3)),
         "prompt lookup": lambda: PromptLookupDrafter(3),
         # after the prompt's "3 4": siblings 1, 5, 0 (a delta proposal: deterministic, distinct),
@@ -207,12 +205,12 @@ def _adaptive_case(kind):
     # a feature drafter far from uniform
     for p in fd.parameters(): torch.nn.init.normal_(p, std=0.3)
     fixed_width = AdaptiveConfig(**{**vars(_ADAPTIVE), "dynamic_width": False, "max_width": 2})
+    d = slice_draft(target, 1)  # one network; each decode gets a fresh drafter around it
     return (
         target,
         {
-            "slice": lambda: AdaptiveDrafter(ModelDrafter(slice_draft(target, 1)), _ADAPTIVE),
-            "slice, fixed width": lambda: AdaptiveDrafter(
-                ModelDrafter(slice_draft(target, 1)), fixed_width),
+            "slice": lambda: AdaptiveDrafter(ModelDrafter(d), _ADAPTIVE),
+            "slice, fixed width": lambda: AdaptiveDrafter(ModelDrafter(d), fixed_width),
             "feature drafter": lambda: AdaptiveDrafter(fd.drafter(), _ADAPTIVE),
         }[kind])
 
