@@ -208,3 +208,14 @@ def test_kept_tables_are_rendered_not_printed():
                 text = ''.join(o.get('text', '')) if o.get('output_type') == 'stream' else ''
                 if re.search(r'^\| ?-{3}', text, re.M): printed.append(f"{rel} cell {c.get('id')}")
     assert not printed, f'printed Markdown tables (display them with Markdown): {printed}'
+
+
+def test_readme_relative_links_resolve():
+    """Every relative link of the README (the GitHub page of the project) names a file of the
+    repository."""
+    text = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    rel = [u.split("#")[0] for u in links if not re.match(r"[a-z]+:", u) and not u.startswith("#")]
+    assert rel, "no relative links found: the pattern is wrong"
+    missing = sorted({u for u in rel if u and not (ROOT / u).exists()})
+    assert not missing, f"README links to files that do not exist: {missing}"
