@@ -720,10 +720,11 @@ def slice_agreement(draft, data:FeatureData, batch_size:int=8) -> float:
 # %% ../nbs/07b_eagle.ipynb #900f48b7
 @torch.no_grad()
 def rank_acceptance(
-    fd:FeatureDraft, data:FeatureData, steps:int=5, ranks:int=8, batch_size:int=8
+    fd:FeatureDraft, data:FeatureData, steps:int=5, ranks:int=32, batch_size:int=8
 ) -> list[list[float]]:
     """P[s][r]: share of answer positions where the target's top-1 is the drafter's rank-r candidate
     at step s + 1."""
+    ranks = min(ranks, len(fd.vocab))  # a head smaller than `ranks` has that many ranks
     lut = torch.full((fd.V,), -1, dtype=torch.long)
     lut[fd.vocab.cpu()] = torch.arange(len(fd.vocab))
     hits, n = torch.zeros(steps, ranks), torch.zeros(steps)

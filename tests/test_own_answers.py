@@ -63,7 +63,10 @@ def test_the_trained_drafter_decodes_losslessly(own):
     draft = load_draft_file(target, d/"run"/"draft.safetensors")
     # the held-out conversation's teacher-forced table is stored for the cost model (`auto_tree`)
     P = draft_acceptance(draft)
-    assert len(P) == 5 and all(len(row) == 8 and all(0 <= x <= 1 for x in row) for row in P)
+    # ranks 1-32 (fewer where the head has fewer tokens); a position has one rank at most
+    k = min(32, len(draft.vocab))
+    assert len(P) == 5 and all(len(row) == k and all(0 <= x <= 1 for x in row) for row in P)
+    assert all(sum(row) <= 1 + 1e-6 for row in P)
     ids = encode_chat(tok, "w3 w4")
     plain = generate(target, None, ids, 12, eos_token_id=-1)[0]
     assert generate(target, draft, ids, 12, eos_token_id=-1)[0] == plain
