@@ -219,3 +219,13 @@ def test_readme_relative_links_resolve():
     assert rel, "no relative links found: the pattern is wrong"
     missing = sorted({u for u in rel if u and not (ROOT / u).exists()})
     assert not missing, f"README links to files that do not exist: {missing}"
+
+
+def test_code_lines_fit_the_page():
+    """Every code line of the notebooks (the library's source and the site's code) is at most 100
+    characters, so it fits the page without scrolling."""
+    long = [
+        f"{rel} cell {c.get('id')}: {len(l)} characters"
+        for rel in notebooks() for c in json.loads((NBS/rel).read_text(encoding='utf-8'))['cells']
+        if c['cell_type'] == 'code' for l in ''.join(c['source']).split('\n') if len(l) > 100]
+    assert not long, f'code lines longer than 100 characters: {long}'
