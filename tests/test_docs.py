@@ -34,6 +34,11 @@ def notebooks(nbs=NBS):
     # each folder's index first
     return sorted(rels, key=lambda r: (r.parent.parts, r.stem != 'index', r.name))
 
+def notebook_cells():
+    "`(notebook, cell)` for every cell of every page's notebook, in page order"
+    for rel in notebooks():
+        for c in json.loads((NBS/rel).read_text(encoding='utf-8'))['cells']: yield rel, c
+
 def nb_title(path: Path) -> str:
     "The `# Title` of the first markdown cell that has one"
     for c in json.loads(path.read_text(encoding='utf-8'))['cells']:
@@ -202,11 +207,10 @@ def test_kept_tables_are_rendered_not_printed():
     """A measured table kept in a notebook displays as Markdown (a rendered table on the site), not
     as printed pipes in a text stream."""
     printed = []
-    for rel in notebooks():
-        for c in json.loads((NBS/rel).read_text(encoding='utf-8'))['cells']:
-            for o in c.get('outputs', []):
-                text = ''.join(o.get('text', '')) if o.get('output_type') == 'stream' else ''
-                if re.search(r'^\| ?-{3}', text, re.M): printed.append(f"{rel} cell {c.get('id')}")
+    for rel, c in notebook_cells():
+        for o in c.get('outputs', []):
+            text = ''.join(o.get('text', '')) if o.get('output_type') == 'stream' else ''
+            if re.search(r'^\| ?-{3}', text, re.M): printed.append(f"{rel} cell {c.get('id')}")
     assert not printed, f'printed Markdown tables (display them with Markdown): {printed}'
 
 
@@ -226,6 +230,6 @@ def test_code_lines_fit_the_page():
     characters, so it fits the page without scrolling."""
     long = [
         f"{rel} cell {c.get('id')}: {len(l)} characters"
-        for rel in notebooks() for c in json.loads((NBS/rel).read_text(encoding='utf-8'))['cells']
-        if c['cell_type'] == 'code' for l in ''.join(c['source']).split('\n') if len(l) > 100]
+        for rel, c in notebook_cells() if c['cell_type'] == 'code'
+        for l in ''.join(c['source']).split('\n') if len(l) > 100]
     assert not long, f'code lines longer than 100 characters: {long}'
