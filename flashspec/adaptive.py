@@ -37,6 +37,10 @@ class AdaptiveConfig:
     marginal_acceptance:float=0.3
     min_threshold:float=0.05 # τ stays within [min_threshold, max_threshold]
     max_threshold:float=0.95
+    # greedy rounds: expand the `beam` most probable nodes of each level, `max_draft_length` levels
+    # deep, then keep the `max_nodes - 1` most probable of all drafted tokens (EAGLE-2's dynamic
+    # tree; see *A GPU's budget* below). 0: grow by the threshold. Sampled rounds always do.
+    beam:int=0
 
     def __post_init__(self):
         f = self
@@ -47,6 +51,7 @@ class AdaptiveConfig:
                 f"max_draft_length ({f.max_draft_length}) must be >= min_draft_length"
                 f" ({f.min_draft_length}).")
         if f.max_width < 1: raise ValueError(f"max_width must be >= 1, got {f.max_width}.")
+        if f.beam < 0: raise ValueError(f"beam must be >= 0 (0: no beam), got {f.beam}.")
         if f.acceptance_window < 1:
             raise ValueError(f"acceptance_window must be >= 1, got {f.acceptance_window}.")
         if not 0 < f.min_threshold <= f.max_threshold < 1:
@@ -125,15 +130,17 @@ class AdaptiveDrafter(Drafter):
         self._last = dict(threshold=self.threshold, nodes=1, depth=0)  # what this round's tree was
 
     def start(self, prompt, max_len):
-        """A new request: the drafter's caches sized for `max_nodes`, τ back at
-        `confidence_threshold`, an empty window."""
-        # any max_nodes-node tree:
-        self.inner.tree = compile_tree(tuple((0,) * d for d in range(1, self.max_nodes)))
+        """A new request: the drafter's caches sized for `max_nodes` (and a beam's expansion tree),
+        τ back at `confidence_threshold`, an empty window."""
+        cfg = self.cfg
+        # the beam's expansion tree: the root and `beam` nodes a level, all levels but the last
+        n = max(self.max_nodes, 1 + cfg.beam * (cfg.max_draft_length - 1))
+        self.inner.tree = compile_tree(tuple((0,) * d for d in range(1, n)))  # any n-node tree
         self.inner.start(prompt, max_len)  # caches sized for it
         self.inner.tree = compile_tree(())  # root_logits then builds the root's rows only
         self.inner.max_nodes = self.max_nodes
         self.threshold, self.request, self._round = (
-            self.cfg.confidence_threshold, self.request + 1, 0)
+            cfg.confidence_threshold, self.request + 1, 0)
         self.window.clear()
 
 # %% ../nbs/07c_adaptive.ipynb #cfff90e6
@@ -164,6 +171,7 @@ def _propose(self, context, sampling, generator=None, hidden=None):
     n = len(context)
     # slots the root's row sees before itself (its drafter's layout)
     prefix = int((dr._bias[0, 0, 0] == 0).sum()) - 1
+    if cfg.beam and sampling.greedy: return _propose_beam(self, context, root, prefix)
     # per node: index path, token, path probability under the draft
     paths, toks, P = [()], [int(context[-1])], [1.0]
     logits, q = {0: root.float().cpu()}, {}
@@ -244,3 +252,36 @@ def _accepted(self, n_drafted, n_accepted):
         cfg.max_threshold, max(cfg.min_threshold, round(self.threshold + step, 10)))
 
 AdaptiveDrafter.propose, AdaptiveDrafter.accepted = _propose, _accepted
+
+# %% ../nbs/07c_adaptive.ipynb #b3a0e202
+@torch.no_grad()
+def _propose_beam(self, context, root, prefix:int):
+    """A greedy round of EAGLE-2's dynamic tree (above): beams of `cfg.beam` nodes per level, then
+    the `max_nodes - 1` most probable drafted tokens."""
+    cfg, dr, n = self.cfg, self.inner, len(context)
+    W = min(cfg.max_width, int(root.shape[-1]))
+    cand = {}  # index path -> (log P, token id): every token drafted this round
+    front = [((), 0.0, root.float().cpu().log_softmax(-1))]  # the beam: path, log P, (S,) log q
+    grown = []  # the expansion tree's paths (the beams), level by level
+    for d in range(cfg.max_draft_length):
+        level = []
+        for path, lp, lq in front:
+            v, i = lq.topk(W)  # (W,) the node's top children: log q, head index
+            for j, (x, t) in enumerate(zip(v.tolist(), dr._tokens(i).tolist())):
+                cand[path + (j,)] = (lp + x, t); level.append(path + (j,))
+        if d + 1 == cfg.max_draft_length: break
+        # the level's most probable: per parent a prefix of its ranks (sort key below)
+        beam = sorted(level, key=lambda p: (-cand[p][0], p))[: cfg.beam]
+        grown += beam
+        tree = compile_tree(tuple(grown))  # level order: earlier levels keep their indices
+        _use_tree(dr, tree, prefix)
+        at = {p: i + 1 for i, p in enumerate(tree.paths)}  # path -> node index
+        toks = torch.tensor([int(context[-1])] + [cand[p][1] for p in tree.paths])
+        lg = dr.node_logits([at[p] for p in beam], toks, n).float().cpu()  # (len(beam), S)
+        front = [(p, cand[p][0], lg[j].log_softmax(-1)) for j, p in enumerate(beam)]
+    # most probable first; ties: shallower, then lower ranks, so every kept node's parent and elder
+    # siblings are kept
+    keep = sorted(cand, key=lambda p: (-cand[p][0], len(p), p))[: cfg.max_nodes - 1]
+    tree = compile_tree(tuple(keep))
+    self._last.update(nodes=tree.n_nodes, depth=tree.max_depth)
+    return Draft(tree, torch.tensor([int(context[-1])] + [cand[p][1] for p in tree.paths]), None)

@@ -52,6 +52,10 @@ def adaptive_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
     g.add_argument(
         "--max-nodes", type=int, default=d.max_nodes, help="nodes per tree at most, root included")
     g.add_argument(
+        "--beam", type=int, default=d.beam,
+        help=("greedy rounds: expand the N most probable nodes of each level and keep the"
+              " --max-nodes most probable drafted (EAGLE-2's dynamic tree; 0: by the threshold)"))
+    g.add_argument(
         "--fixed-length", action="store_true",
         help="the best chain always runs to --max-draft-length")
     g.add_argument(
@@ -68,7 +72,8 @@ def adaptive_config(args:argparse.Namespace) -> AdaptiveConfig|None:
         confidence_threshold=args.confidence_threshold, acceptance_window=args.acceptance_window,
         adaptive_enabled=not args.no_adaptive_threshold, threshold_step=args.threshold_step,
         max_width=args.max_width, max_nodes=args.max_nodes, dynamic_length=not args.fixed_length,
-        dynamic_width=not args.fixed_width, marginal_acceptance=args.marginal_acceptance)
+        dynamic_width=not args.fixed_width, marginal_acceptance=args.marginal_acceptance,
+        beam=args.beam)
 
 def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the options that choose the target, the draft, the tree, the dtype, the device and a
