@@ -21,12 +21,15 @@ from .adaptive import AdaptiveConfig, AdaptiveDrafter
 from .batch import monitor, monitor_html
 
 # %% auto #0
-__all__ = ['METHODS', 'run_method', 'bench', 'summarize', 'table', 'category_table', 'plot', 'report', 'add_cli', 'cmd_bench']
+__all__ = ['METHODS', 'MERGED', 'run_method', 'bench', 'summarize', 'table', 'category_table', 'plot', 'report', 'add_cli',
+           'cmd_bench']
 
 # %% ../nbs/08_bench.ipynb #ebae1835
 METHODS = (
     "hf", "hf-static", "hf-assisted", "hf-lookup", "ar", "flashspec", "flashspec-lookup",
-    "flashspec-merged", "flashspec-adaptive")
+    "flashspec-merged", "flashspec-adaptive", "flashspec-adaptive-merged")
+# methods whose drafter merges lookup chains (and a store) into the draft's trees
+MERGED = ("flashspec-merged", "flashspec-adaptive-merged")
 
 def _hf_kwargs(sampling:Sampling, max_new_tokens, target):
     kw = dict(max_new_tokens=max_new_tokens, pad_token_id=target.generation_config.eos_token_id)
@@ -41,13 +44,13 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int,
                sampling:Sampling=Sampling(), tree:TreeConfig=TreeConfig(), seed:int=0,
                min_prob:float=0.0, # adaptive trees for the model drafter (0 = the fixed `tree`)
                engine:str="auto", compile:bool=False, # flashspec's forward (see `generate`)
-               # `flashspec-adaptive`'s settings (None: the defaults)
+               # the flashspec-adaptive methods' settings (None: the defaults)
                adaptive:AdaptiveConfig|None=None,
                # flashspec's tree sizes padded to measured cheaper ones (see `generate`)
                pad_nodes:dict|None=None,
-               # merged into flashspec-merged's trees as well (`--answer-store`)
+               # merged into the `MERGED` methods' trees as well (`--answer-store`)
                store:Drafter|None=None,
-               # flashspec-merged's gate (`merge_gate`: the cost model's costs); None: merge whole
+               # the `MERGED` methods' gate (`merge_gate`: the cost model's costs); None: whole
                gate:dict|None=None,
                # hf-static on CUDA: its cache's slots at least (one compiled graph for a run)
                cache_len:int|None=None,
@@ -55,7 +58,7 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int,
     "Decode `ids` with one method; returns `(new tokens, DecodeStats or None, seconds)`."
     if method not in METHODS:
         raise ValueError(f"Unknown method {method!r}; choose from {', '.join(METHODS)}.")
-    drafted = ("hf-assisted", "flashspec", "flashspec-merged", "flashspec-adaptive")
+    drafted = ("hf-assisted", "flashspec", "flashspec-adaptive", *MERGED)
     if method in drafted and draft is None:
         raise ValueError(f"{method} needs a draft model.")
     if method in drafted and method != "flashspec" and isinstance(draft, Drafter):
@@ -88,10 +91,9 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int,
             # a network with its own drafter (a feature drafter), or a causal LM
             if hasattr(draft, "drafter"): drafter = draft.drafter(tree, min_prob=min_prob)
             else: drafter = ModelDrafter(draft, tree, min_prob=min_prob)
-            if method == "flashspec-merged":
-                drafter = MergedDrafter(drafter, store=store, **(gate or {}))
-            if method == "flashspec-adaptive":
+            if method.startswith("flashspec-adaptive"):
                 drafter = AdaptiveDrafter(drafter, adaptive or AdaptiveConfig())
+            if method in MERGED: drafter = MergedDrafter(drafter, store=store, **(gate or {}))
         out, st = generate(
             target, drafter, ids, max_new_tokens, sampling=sampling, tree=tree, seed=seed,
             engine=engine, compile=compile, pad_nodes=pad_nodes)
@@ -450,7 +452,8 @@ def add_cli(sub):
         choices=METHODS,
         help=(
             "flashspec: the draft's tree alone; flashspec-merged: with prompt-lookup chains "
-            "merged in under greedy decoding (the default drafter of generate and demo)"))
+            "merged in under greedy decoding (the default drafter of generate and demo); "
+            "flashspec-adaptive(-merged): the same with --adaptive's trees"))
     b.add_argument("--temperature", type=float, default=0.0)
     b.add_argument("--top-k", type=int, default=0)
     b.add_argument("--top-p", type=float, default=1.0)
@@ -481,22 +484,25 @@ def cmd_bench(args):
     meta.update(
         engine=args.engine, compile=args.compile, pad_nodes=getattr(args, "pad_nodes", None) or None
     )
-    if getattr(args, "answer_store", None) and "flashspec-merged" not in args.methods:
-        raise ValueError("--answer-store is merged into flashspec-merged's trees: add that method.")
+    if getattr(args, "answer_store", None) and not set(MERGED) & set(args.methods):
+        raise ValueError(
+            "--answer-store is merged into the trees of " + " and ".join(MERGED)
+            + ": add one of them.")
     store = store_drafter(args, target.get_output_embeddings().weight.shape[0])
     if store is not None:
         meta["answer_store"] = _store_config(store)
-        meta["draft"] = f"{meta['draft']}; flashspec-merged with an answer store merged in"
+        meta["draft"] = f"{meta['draft']}; an answer store merged into the lookup-merged trees"
     gate = merge_gate(args)
-    # flashspec-merged cuts chains that do not pay (`MergedDrafter`)
+    # the MERGED methods cut chains that do not pay (`MergedDrafter`)
     meta["merge_gate"] = bool(gate)
     adaptive = adaptive_config(args)
-    if adaptive is None and "flashspec-adaptive" in args.methods: adaptive = AdaptiveConfig()
+    if adaptive is None and any(m.startswith("flashspec-adaptive") for m in args.methods):
+        adaptive = AdaptiveConfig()
     if adaptive is not None: meta["adaptive"] = vars(adaptive)
     quant = f", {meta['quantize']}" if meta["quantize"] else ""
     meta["label"] = (f"{meta['model']}, {args.dtype}{quant}, draft: {meta['draft']}, "
                      f"{meta['hardware']}, {datetime.date.today()}")
-    needs_model = ("flashspec", "hf-assisted", "flashspec-merged", "flashspec-adaptive")
+    needs_model = ("flashspec", "hf-assisted", "flashspec-adaptive", *MERGED)
     if isinstance(draft, PromptLookupDrafter) and any(m in needs_model for m in args.methods):
         raise ValueError(
             "--lookup gives no draft model: use the flashspec-lookup / hf-lookup methods instead.")

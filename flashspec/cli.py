@@ -61,7 +61,8 @@ def cmd_demo(args):
     methods = (
         ["hf", "ar", "flashspec"]
         + ([] if args.lookup else ["flashspec-lookup", "flashspec-merged"])
-        + ([] if adaptive is None or args.lookup else ["flashspec-adaptive"]))
+        + ([] if adaptive is None or args.lookup
+           else ["flashspec-adaptive", "flashspec-adaptive-merged"]))
     res = bench(
         target, tok, draft, prompts, methods, args.max_new_tokens, tree=args.tree,
         meta=dict(label=label), min_prob=args.min_prob, engine=args.engine, compile=args.compile,

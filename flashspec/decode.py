@@ -342,7 +342,7 @@ def gate_depth(model:Draft, # the tree merged so far (the model's, with any earl
 class MergedDrafter(Drafter):
     """A model drafter's tree with lookup chains (and a store's tree) merged in (greedy; sampling:
     the model's)."""
-    def __init__(self, model:ModelDrafter, # the draft model's tree drafter
+    def __init__(self, model:ModelDrafter, # the draft model's tree drafter (or `AdaptiveDrafter`)
                  # default: chains of 6 after a 3- or 4-gram match
                  lookup:PromptLookupDrafter|None=None,
                  store:Drafter|None=None, # e.g. a `StoreDrafter` (below): its tree merged in too
@@ -362,20 +362,24 @@ class MergedDrafter(Drafter):
         self.max_nodes = (
             model.max_nodes + self.lookup.max_nodes - 1 + (store.max_nodes - 1 if store else 0))
         self.gated = Counter()  # source -> rounds its tree was cut short or left out (with `costs`)
+        self._own = None  # the model's last greedy tree, until the committed tokens score it
 
     def start(self, prompt, max_len):
         for d in (self.model, self.lookup, self.store):
             if d is not None: d.start(prompt, max_len)
         # per request
         self.stats = {k: DepthStats(self.max_nodes) for k in ("model", "lookup", "store")}
+        self._own = None
 
     def round_ms(self, n_nodes:int, depth:int) -> float:
         "The cost model's ms for a round: `depth` draft steps, a forward of `n_nodes` (padded)."
         return self._verify(self.pad.get(n_nodes, n_nodes)) + max(self._round(depth), 0.0)
 
     def propose(self, context, sampling, generator=None, hidden=None):
+        self._tell_model(context)
         d = self.model.propose(context, sampling, generator, hidden)
         if not sampling.greedy: return d
+        self._own = (len(context), set(draft_token_paths(d)), d.tree.max_depth)
         gate = self.costs is not None
         if gate:
             for s in self.stats.values(): s.resolve(context)
@@ -396,7 +400,19 @@ class MergedDrafter(Drafter):
             d = merge_drafts(d, o)
         return d
 
-    def accepted(self, n_drafted, n_accepted): self.model.accepted(n_drafted, n_accepted)
+    def accepted(self, n_drafted, n_accepted):
+        """The merged tree's figures: passed on when the model's own tree was verified (sampling);
+        else the model hears its own at the next `propose`."""
+        if self._own is None: self.model.accepted(n_drafted, n_accepted)
+
+    def _tell_model(self, context):
+        """Tell the model how deep its own last tree matched the tokens committed since: an
+        `AdaptiveDrafter`'s threshold follows its own acceptance, not the lookup chains'."""
+        if self._own is None: return
+        (n, paths, depth), self._own = self._own, None
+        c, m = context[n:].tolist(), 0  # the accepted tokens, then the bonus (in no drafted tree)
+        while m < min(depth, len(c)) and tuple(c[:m + 1]) in paths: m += 1
+        self.model.accepted(depth, m)
 
 # %% ../nbs/07_decode.ipynb #0d3b5350
 class AnswerStore:

@@ -105,8 +105,8 @@ def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--no-merge-lookup",
         action="store_true",
         help=(
-            "the draft model's tree alone (by default greedy decoding merges prompt-lookup chains"
-            " into it: measured faster, see the decoding notebook)"))
+            "the draft model's trees alone, fixed or --adaptive (by default greedy decoding merges"
+            " prompt-lookup chains into them: measured faster, see the decoding notebook)"))
     p.add_argument(
         "--no-gate",
         action="store_true",
@@ -270,13 +270,11 @@ def make_drafter(draft, args:argparse.Namespace) -> Drafter:
         draft.drafter(tree, min_prob=mp)
         if hasattr(draft, "drafter")
         else ModelDrafter(draft, tree, min_prob=mp))
-    if getattr(args, "answer_store", None) and (
-        cfg is not None or getattr(args, "no_merge_lookup", False)
-    ):
+    if getattr(args, "answer_store", None) and getattr(args, "no_merge_lookup", False):
         raise ValueError(
-            "--answer-store merges into the default drafter: drop --adaptive / --no-merge-lookup.")
+            "--answer-store merges into the lookup-merged trees: drop --no-merge-lookup.")
     store = store_drafter(args, getattr(inner, "V", None) or None)
-    if cfg is not None: return AdaptiveDrafter(inner, cfg)
+    if cfg is not None: inner = AdaptiveDrafter(inner, cfg)
     if getattr(args, "no_merge_lookup", False): return inner
     return MergedDrafter(inner, store=store, **merge_gate(args))  # the default: measured faster
 

@@ -10,7 +10,8 @@ first (`--device cpu --tiny`).
 
 Phases (`--phases`, in this order by default):
   bench-bf16   issue 12: hf, hf-static, ar, flashspec, flashspec-merged in bf16, the cost model's
-               tree; flashspec-adaptive with EAGLE-2's dynamic tree of 64 nodes (`BEAM`)
+               tree; flashspec-adaptive-merged: EAGLE-2's dynamic tree of 64 nodes (`BEAM`) with
+               lookup chains merged in
   train        issue 11: features of the target's own answers on the GPU, the feature drafter
                fine-tuned from the shipped weights (or trained afresh) until a time limit (by which
                the learning rate has annealed: `distill --time-limit`), its teacher-forced
@@ -39,8 +40,9 @@ import argparse, json, subprocess, sys, time
 from pathlib import Path
 
 PHASES = ("bench-bf16", "train", "batch", "bench-fp32", "bench-compiled")
-# flashspec-adaptive in bench-bf16: EAGLE-2's dynamic tree of 64 nodes, the GPU budget measured on
-# the CPU (07c_adaptive, *A GPU's budget*), timed where nodes cost about nothing
+# flashspec-adaptive-merged in bench-bf16: EAGLE-2's dynamic tree of 64 nodes with lookup chains,
+# the GPU budget measured on the CPU (07c_adaptive, *A GPU's budget*), timed where nodes cost
+# about nothing
 # (greedy rounds: the threshold plays no part)
 BEAM = ("--adaptive", "--beam", 10, "--max-nodes", 64, "--max-width", 10, "--max-draft-length", 6)
 
@@ -71,7 +73,7 @@ def plan(a) -> dict:
                 bench(
                     "bench-bf16", "bfloat16",
                     ["hf", "hf-static", "ar", "flashspec", "flashspec-merged",
-                     "flashspec-adaptive"], *BEAM)],
+                     "flashspec-adaptive-merged"], *BEAM)],
             0.30),
         # the cache first, so that training's time limit is set from the time left after it
         "train": (
