@@ -21,8 +21,8 @@ from .adaptive import AdaptiveConfig, AdaptiveDrafter
 from .batch import monitor, monitor_html
 
 # %% auto #0
-__all__ = ['METHODS', 'MERGED', 'run_method', 'bench', 'summarize', 'table', 'category_table', 'plot', 'report', 'add_cli',
-           'cmd_bench']
+__all__ = ['METHODS', 'MERGED', 'ADAPTIVE', 'run_method', 'bench', 'summarize', 'table', 'category_table', 'plot', 'report',
+           'add_cli', 'cmd_bench']
 
 # %% ../nbs/08_bench.ipynb #ebae1835
 METHODS = (
@@ -30,6 +30,8 @@ METHODS = (
     "flashspec-merged", "flashspec-adaptive", "flashspec-adaptive-merged")
 # methods whose drafter merges lookup chains (and a store) into the draft's trees
 MERGED = ("flashspec-merged", "flashspec-adaptive-merged")
+# methods whose drafter grows `AdaptiveDrafter` trees (`adaptive`)
+ADAPTIVE = ("flashspec-adaptive", "flashspec-adaptive-merged")
 
 def _hf_kwargs(sampling:Sampling, max_new_tokens, target):
     kw = dict(max_new_tokens=max_new_tokens, pad_token_id=target.generation_config.eos_token_id)
@@ -58,7 +60,7 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int,
     "Decode `ids` with one method; returns `(new tokens, DecodeStats or None, seconds)`."
     if method not in METHODS:
         raise ValueError(f"Unknown method {method!r}; choose from {', '.join(METHODS)}.")
-    drafted = ("hf-assisted", "flashspec", "flashspec-adaptive", *MERGED)
+    drafted = ("hf-assisted", "flashspec", *ADAPTIVE, "flashspec-merged")
     if method in drafted and draft is None:
         raise ValueError(f"{method} needs a draft model.")
     if method in drafted and method != "flashspec" and isinstance(draft, Drafter):
@@ -91,7 +93,7 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int,
             # a network with its own drafter (a feature drafter), or a causal LM
             if hasattr(draft, "drafter"): drafter = draft.drafter(tree, min_prob=min_prob)
             else: drafter = ModelDrafter(draft, tree, min_prob=min_prob)
-            if method.startswith("flashspec-adaptive"):
+            if method in ADAPTIVE:
                 drafter = AdaptiveDrafter(drafter, adaptive or AdaptiveConfig())
             if method in MERGED: drafter = MergedDrafter(drafter, store=store, **(gate or {}))
         out, st = generate(
@@ -496,13 +498,12 @@ def cmd_bench(args):
     # the MERGED methods cut chains that do not pay (`MergedDrafter`)
     meta["merge_gate"] = bool(gate)
     adaptive = adaptive_config(args)
-    if adaptive is None and any(m.startswith("flashspec-adaptive") for m in args.methods):
-        adaptive = AdaptiveConfig()
+    if adaptive is None and set(ADAPTIVE) & set(args.methods): adaptive = AdaptiveConfig()
     if adaptive is not None: meta["adaptive"] = vars(adaptive)
     quant = f", {meta['quantize']}" if meta["quantize"] else ""
     meta["label"] = (f"{meta['model']}, {args.dtype}{quant}, draft: {meta['draft']}, "
                      f"{meta['hardware']}, {datetime.date.today()}")
-    needs_model = ("flashspec", "hf-assisted", "flashspec-adaptive", *MERGED)
+    needs_model = ("flashspec", "hf-assisted", *ADAPTIVE, "flashspec-merged")
     if isinstance(draft, PromptLookupDrafter) and any(m in needs_model for m in args.methods):
         raise ValueError(
             "--lookup gives no draft model: use the flashspec-lookup / hf-lookup methods instead.")

@@ -106,7 +106,8 @@ def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
         action="store_true",
         help=(
             "the draft model's trees alone, fixed or --adaptive (by default greedy decoding merges"
-            " prompt-lookup chains into them: measured faster, see the decoding notebook)"))
+            " prompt-lookup chains into them: measured faster for the fixed tree, see the decoding"
+            " notebook; for --adaptive, the adaptive drafting notebook)"))
     p.add_argument(
         "--no-gate",
         action="store_true",
