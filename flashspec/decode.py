@@ -230,9 +230,10 @@ def merge_drafts(a:Draft, b:Draft) -> Draft:
     # node -> {token: child node} of the merged tree, nodes numbered as a's, then new ones
     kids = {0: {}}
     path = {0: ()}  # node -> index path
-    tok = {0: int(a.tokens[0])}
+    a_tok, a_par, b_tok = a.tokens.tolist(), a.tree.parent.tolist(), b.tokens.tolist()
+    tok = {0: a_tok[0]}
     for i in range(1, a.tree.n_nodes):
-        par, t = int(a.tree.parent[i]), int(a.tokens[i])
+        par, t = a_par[i], a_tok[i]
         # a duplicate sibling (a sampling filler) and its subtree: dropped
         if par not in kids or t in kids[par]: continue
         kids[par][t] = i; kids[i] = {}; path[i] = path[par] + (len(kids[par]) - 1,); tok[i] = t
@@ -241,7 +242,7 @@ def merge_drafts(a:Draft, b:Draft) -> Draft:
         u = 0
         for j in leaf[1:]:
             if j < 0: break
-            t = int(b.tokens[j])
+            t = b_tok[j]
             if t not in kids[u]:
                 kids[u][t] = nxt
                 kids[nxt] = {}

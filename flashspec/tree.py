@@ -77,26 +77,24 @@ def compile_tree(paths:tuple) -> Tree:
                 f" {p[:-1] + (p[-1]-1,)}).")
         index[p] = len(index)
     n = len(index)
-    parent = torch.full((n,), -1, dtype=torch.long)
-    rank = torch.zeros(n, dtype=torch.long)
-    mask = torch.zeros(n, n, dtype=torch.bool)
-    mask[0, 0] = True
+    # built as Python lists, turned into tensors once (element-wise tensor writes cost µs each)
+    parent, rank, anc = [-1] * n, [0] * n, [[0]] * n  # anc[i]: node indices root -> i
     children = [[] for _ in range(n)]
-    for p, i in index.items():
+    for p, i in index.items():  # level order: a parent comes before its children
         if i == 0: continue
         par = index[p[:-1]]
-        parent[i], rank[i] = par, p[-1]
-        mask[i] = mask[par]; mask[i, i] = True  # ancestors of the parent, plus itself
+        parent[i], rank[i], anc[i] = par, p[-1], anc[par] + [i]
         children[par].append(i)
-    depth = mask.sum(-1) - 1  # number of ancestors
-    levels = tuple(
-        tuple(torch.nonzero(depth == d).flatten().tolist()) for d in range(int(depth.max()) + 1))
-    leaves = [i for i in range(n) if not children[i]]
-    ret = torch.full((len(leaves), int(depth.max()) + 1), -1, dtype=torch.long)
-    t = Tree(paths, parent, rank, mask, depth, ret, tuple(tuple(c) for c in children), levels)
-    for r, leaf in enumerate(leaves):
-        pth = t.path_to(leaf); ret[r, :len(pth)] = torch.tensor(pth)
-    return t
+    depth = [len(a) - 1 for a in anc]  # number of ancestors
+    mask = torch.zeros(n, n, dtype=torch.bool)  # mask[i, j]: j is i or an ancestor of i
+    mask[[i for i, a in enumerate(anc) for _ in a], [j for a in anc for j in a]] = True
+    top = max(depth)
+    levels = tuple(tuple(i for i in range(n) if depth[i] == d) for d in range(top + 1))
+    ret = torch.tensor(  # (leaves, top + 1) root -> leaf, -1 padded
+        [anc[i] + [-1] * (top + 1 - len(anc[i])) for i in range(n) if not children[i]])
+    return Tree(
+        paths, torch.tensor(parent), torch.tensor(rank), mask, torch.tensor(depth), ret,
+        tuple(tuple(c) for c in children), levels)
 
 # %% ../nbs/03_tree.ipynb #5d3a7586
 @dataclass
