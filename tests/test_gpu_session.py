@@ -1,6 +1,6 @@
 """The prepared GPU run (`tools/gpu_session.py`): every `flashspec` command it plans is one the CLI
 accepts."""
-import importlib.util, sys
+import importlib.util, sys, tarfile
 from pathlib import Path
 import pytest
 
@@ -18,7 +18,9 @@ def session():
 @pytest.mark.parametrize("extra", [[], ["--fresh"]])
 def test_planned_commands_parse(tmp_path, extra):
     gs = session()
-    ap_args = ["--out", str(tmp_path), "--device", "cuda", *extra]  # planned for a GPU, nothing run
+    out, work = tmp_path/"out", tmp_path/"work"
+    # planned for a GPU, nothing run
+    ap_args = ["--out", str(out), "--work", str(work), "--device", "cuda", *extra]
     steps = {}
     orig = gs.plan
     gs.plan = lambda args: steps.setdefault("plan", orig(args))
@@ -39,4 +41,28 @@ def test_planned_commands_parse(tmp_path, extra):
                 n += 1
     # bench-bf16, the two distill runs, bench-fp32, bench-compiled (batch runs in the script)
     assert n == 5
-    assert (tmp_path/"session.json").exists()
+    # what comes back: the archive and a copy of session.json (a run returns at most 8 files)
+    assert sorted(f.name for f in out.iterdir()) == ["gpu-session.tgz", "session.json"]
+    with tarfile.open(out/"gpu-session.tgz") as t:
+        assert "gpu-session/session.json" in t.getnames()
+
+
+def test_pack_keeps_the_draft_and_drops_checkpoints(tmp_path):
+    """After each phase the work folder is packed into one archive: the drafter's weights and its
+    log go in, its checkpoints do not, and a second pack replaces the first whole."""
+    gs, work, out = session(), tmp_path/"work", tmp_path/"out"
+    (work/"train").mkdir(parents=True); out.mkdir()
+    (work/"bench-bf16.json").write_text("{}")
+    gs.pack(work, out)  # no draft yet: checkpoints stay
+    (work/"train"/"ckpt.pt").write_bytes(b"c")
+    gs.pack(work, out)
+    with tarfile.open(out/"gpu-session.tgz") as t:
+        assert "gpu-session/train/ckpt.pt" in t.getnames()
+    for f in ("draft.safetensors", "log.json"): (work/"train"/f).write_bytes(b"w")
+    gs.pack(work, out)
+    with tarfile.open(out/"gpu-session.tgz") as t:
+        names = set(t.getnames())
+    assert {"gpu-session/bench-bf16.json", "gpu-session/train/draft.safetensors",
+            "gpu-session/train/log.json"} <= names
+    assert "gpu-session/train/ckpt.pt" not in names
+    assert sorted(f.name for f in out.iterdir()) == ["gpu-session.tgz"]

@@ -4,9 +4,14 @@ deadline.
 A lent GPU gives a session 15 minutes of device time, one command at most 10 minutes, and the model
 goes over in three copy runs first (`../shared/tools/device-prep` prints them). This script is the
 fourth run: phases in priority order, each a `flashspec` command in its own process with a timeout
-cut to the time left, everything written under `--out` as it finishes (a phase that fails or runs
+cut to the time left, everything written under `--work` as it finishes (a phase that fails or runs
 out of time leaves its log and whatever it wrote, and the next phase starts). Rehearse it on the CPU
 first (`--device cpu --tiny`).
+
+What comes back: at most 8 files from `$OUT` (device README), and the phases write about twenty.
+So after each phase the whole of `--work` is packed into one archive, `--out`/gpu-session.tgz (the
+drafter's weights, 10 MB, included; the feature cache is not in it), beside a copy of session.json;
+a SIGTERM packs too. Unpack it here with `tar xzf gpu-session.tgz` (a folder `gpu-session/`).
 
 Phases (`--phases`, in this order by default):
   bench-bf16   issue 12: hf, hf-static, ar, flashspec, flashspec-merged in bf16, the cost model's
@@ -27,16 +32,19 @@ Phases (`--phases`, in this order by default):
 
 On the GPU machine, from the project root (after the three copy runs):
   . .dev/env.sh && python3 tools/gpu_session.py --out $OUT --budget 540
-A phase that does not finish in its share leaves what it wrote (bench: its journal, one line per
-answer; train: the draft, saved when its time limit stops it, and its log; checkpoints are removed
-once a draft exists).
+(carry: .dev/whl .dev/shared .dev/env.sh; timeout_s 600). A phase that does not finish in its share
+leaves what it wrote (bench: its journal, one line per answer; train: the draft, saved when its time
+limit stops it, and its log; checkpoints are removed once a draft exists), and the archive holds
+every phase that ended before the run's limit.
 To give the training the whole run:
   . .dev/env.sh && python3 tools/gpu_session.py --out $OUT --budget 540 --phases train
-Rehearsal here (a few minutes):
+Rehearsal here (about 10 minutes on a 2-core AMD EPYC, which has no bf16 units: there the training,
+the batches and the compiled bench run out of their tiny shares, and `--phases train --budget 600`
+runs the training to its end in about 8):
   .venv/bin/python tools/gpu_session.py --device cpu --tiny --out /tmp/gpu-rehearsal
 """
 
-import argparse, json, subprocess, sys, time
+import argparse, json, os, signal, subprocess, sys, tarfile, time
 from pathlib import Path
 
 PHASES = ("bench-bf16", "train", "batch", "bench-fp32", "bench-compiled")
@@ -52,7 +60,7 @@ def flashspec(*args) -> list[str]:
 
 def plan(a) -> dict:
     "Each phase's commands and its share of the time (seconds at most), from the options."
-    o, dev, tiny = Path(a.out), a.device, a.tiny
+    o, dev, tiny = Path(a.work), a.device, a.tiny
     n, new = (2, 8) if tiny else (a.prompts, a.max_new_tokens)
     bench = lambda name, dtype, methods, *more: flashspec(
         "bench", "--device", dev, "--dtype", dtype, "--limit", n, "--max-new-tokens", new,
@@ -165,10 +173,28 @@ def batch_phase(path:Path, device:str, tiny:bool):
                 rows=rows),
             indent=1))
 
+def pack(work:Path, out:Path):
+    """Pack `work` into `out`/gpu-session.tgz (written beside, then renamed: a kill mid-write leaves
+    the last whole archive) and copy its session.json into `out`: two files to bring back."""
+    work, out = Path(work), Path(out)
+    # the weights come back; checkpoints stay
+    if (work/"train"/"draft.safetensors").exists():
+        for f in (work/"train").iterdir():
+            if f.name not in ("draft.safetensors", "log.json"): f.unlink()
+    tmp = out/"gpu-session.tgz.part"
+    with tarfile.open(tmp, "w:gz") as t: t.add(work, arcname="gpu-session")
+    os.replace(tmp, out/"gpu-session.tgz")
+    if (work/"session.json").exists():
+        (out/"session.json").write_text((work/"session.json").read_text())
+
 def main(argv=None):
     "Run the phases in order under the budget (or, with an internal option, one step of a phase)."
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", help="results folder ($OUT on the GPU machine)")
+    ap.add_argument(
+        "--out", help="where the packed results go ($OUT on the GPU machine): two files")
+    ap.add_argument(
+        "--work", default="/tmp/gpu-session",
+        help="where the phases write (emptied first), packed into --out after each phase")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--budget", type=float, default=540, help="seconds for all phases together")
     ap.add_argument("--phases", nargs="+", default=list(PHASES), choices=PHASES)
@@ -198,18 +224,29 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if a.batch_phase: return batch_phase(Path(a.batch_phase), a.device, a.tiny)
     if not a.out: ap.error("--out is required")
-    out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
+    out, work = Path(a.out), Path(a.work)
+    if work.resolve() == out.resolve(): ap.error("--work must be another folder than --out")
+    out.mkdir(parents=True, exist_ok=True)
+    if work.exists(): subprocess.run(["rm", "-rf", str(work)], check=True)
+    work.mkdir(parents=True)
+    def on_term(*_):  # the run's limit: bring back what is there
+        # once: `timeout` signals this process twice (itself, then its group), and a second pack
+        # inside the first would write two archives into one file
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        pack(work, out); sys.exit(124)
+    signal.signal(signal.SIGTERM, on_term)
     t_end, steps, summary = time.time() + a.budget, plan(a), []
+    chosen = sum(steps[name][1] for name in a.phases)  # the shares of the phases run split it all
     for name in a.phases:
         cmds, share = steps[name]
         left = t_end - time.time()
         # the last phase: all that is left
-        limit = left if name == a.phases[-1] else min(share * a.budget, left)
+        limit = left if name == a.phases[-1] else min(share / chosen * a.budget, left)
         if limit < 20:
             summary.append(dict(phase=name, status="skipped: no time left"))
-            (out/"session.json").write_text(json.dumps(summary, indent=1)); continue
+            (work/"session.json").write_text(json.dumps(summary, indent=1)); continue
         t0, status = time.time(), "ok"
-        with open(out/f"{name}.log", "w") as log:
+        with open(work/f"{name}.log", "w") as log:
             for cmd in cmds:
                 rest = t0 + limit - time.time()
                 # a training time limit leaves room for the table and the copy back
@@ -231,11 +268,9 @@ def main(argv=None):
         summary.append(
             dict(phase=name, status=status, seconds=round(time.time() - t0, 1), limit=round(limit)))
         print(json.dumps(summary[-1]), flush=True)
-        (out/"session.json").write_text(json.dumps(summary, indent=1))
-    # the weights come back; checkpoints and features stay
-    if (out/"train"/"draft.safetensors").exists():
-        for f in (out/"train").iterdir():
-            if f.name not in ("draft.safetensors", "log.json"): f.unlink()
+        (work/"session.json").write_text(json.dumps(summary, indent=1))
+        pack(work, out)
+    pack(work, out)
     return 0
 
 if __name__ == "__main__":
