@@ -126,6 +126,9 @@ class AdaptiveDrafter(Drafter):
         self.window = deque(maxlen=cfg.acceptance_window)
         # one dict per round: request, round, threshold used, nodes, drafted, accepted
         self.history = []
+        # set to a list to record beam rounds: each appends (context length, {index path: (log P,
+        # token id)} of every token it drafted), kept or not (*Which of the drafted tokens?*)
+        self.candidates = None
         self.request, self._round = -1, 0
         self._last = dict(threshold=self.threshold, nodes=1, depth=0)  # what this round's tree was
 
@@ -282,6 +285,7 @@ def _propose_beam(self, context, root, prefix:int):
     # most probable first; ties: shallower, then lower ranks, so every kept node's parent and elder
     # siblings are kept
     keep = sorted(cand, key=lambda p: (-cand[p][0], len(p), p))[: cfg.max_nodes - 1]
+    if self.candidates is not None: self.candidates.append((n, cand))
     tree = compile_tree(tuple(keep))
     self._last.update(nodes=tree.n_nodes, depth=tree.max_depth)
     return Draft(tree, torch.tensor([int(context[-1])] + [cand[p][1] for p in tree.paths]), None)
