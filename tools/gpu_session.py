@@ -177,7 +177,7 @@ def pack(work:Path, out:Path):
     """Pack `work` into `out`/gpu-session.tgz (written beside, then renamed: a kill mid-write leaves
     the last whole archive) and copy its session.json into `out`: two files to bring back."""
     work, out = Path(work), Path(out)
-    # the weights come back; checkpoints stay
+    # the weights come back, not the checkpoints (removed once a draft exists)
     if (work/"train"/"draft.safetensors").exists():
         for f in (work/"train").iterdir():
             if f.name not in ("draft.safetensors", "log.json"): f.unlink()
@@ -229,11 +229,18 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     if work.exists(): subprocess.run(["rm", "-rf", str(work)], check=True)
     work.mkdir(parents=True)
+    # a pack never runs inside another: two would write into one file, a corrupt archive
+    state = dict(packing=False, stop=False)
+    def pack_now():
+        state["packing"] = True
+        try: pack(work, out)
+        finally: state["packing"] = False
+        if state["stop"]: sys.exit(124)
     def on_term(*_):  # the run's limit: bring back what is there
-        # once: `timeout` signals this process twice (itself, then its group), and a second pack
-        # inside the first would write two archives into one file
+        # once: `timeout` signals this process twice (itself, then its group)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        pack(work, out); sys.exit(124)
+        state["stop"] = True
+        if not state["packing"]: pack_now()  # else the pack under way ends, then exits
     signal.signal(signal.SIGTERM, on_term)
     t_end, steps, summary = time.time() + a.budget, plan(a), []
     chosen = sum(steps[name][1] for name in a.phases)  # the shares of the phases run split it all
@@ -269,8 +276,8 @@ def main(argv=None):
             dict(phase=name, status=status, seconds=round(time.time() - t0, 1), limit=round(limit)))
         print(json.dumps(summary[-1]), flush=True)
         (work/"session.json").write_text(json.dumps(summary, indent=1))
-        pack(work, out)
-    pack(work, out)
+        pack_now()
+    pack_now()
     return 0
 
 if __name__ == "__main__":
