@@ -44,7 +44,7 @@ runs the training to its end in about 8):
   .venv/bin/python tools/gpu_session.py --device cpu --tiny --out /tmp/gpu-rehearsal
 """
 
-import argparse, json, os, signal, subprocess, sys, tarfile, time
+import argparse, json, os, shutil, signal, subprocess, sys, tarfile, time
 from pathlib import Path
 
 PHASES = ("bench-bf16", "train", "batch", "bench-fp32", "bench-compiled")
@@ -227,8 +227,7 @@ def main(argv=None):
     out, work = Path(a.out), Path(a.work)
     if work.resolve() == out.resolve(): ap.error("--work must be another folder than --out")
     out.mkdir(parents=True, exist_ok=True)
-    if work.exists(): subprocess.run(["rm", "-rf", str(work)], check=True)
-    work.mkdir(parents=True)
+    shutil.rmtree(work, ignore_errors=True); work.mkdir(parents=True)
     # a pack never runs inside another: two would write into one file, a corrupt archive
     state = dict(packing=False, stop=False)
     def pack_now():
@@ -251,7 +250,7 @@ def main(argv=None):
         limit = left if name == a.phases[-1] else min(share / chosen * a.budget, left)
         if limit < 20:
             summary.append(dict(phase=name, status="skipped: no time left"))
-            (work/"session.json").write_text(json.dumps(summary, indent=1)); continue
+            (work/"session.json").write_text(json.dumps(summary, indent=1)); pack_now(); continue
         t0, status = time.time(), "ok"
         with open(work/f"{name}.log", "w") as log:
             for cmd in cmds:
@@ -277,7 +276,6 @@ def main(argv=None):
         print(json.dumps(summary[-1]), flush=True)
         (work/"session.json").write_text(json.dumps(summary, indent=1))
         pack_now()
-    pack_now()
     return 0
 
 if __name__ == "__main__":
