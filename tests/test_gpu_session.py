@@ -66,3 +66,26 @@ def test_pack_keeps_the_draft_and_drops_checkpoints(tmp_path):
             "gpu-session/train/log.json"} <= names
     assert "gpu-session/train/ckpt.pt" not in names
     assert sorted(f.name for f in out.iterdir()) == ["gpu-session.tgz"]
+
+
+def test_sigterm_packs_and_names_the_phase_it_stopped(tmp_path):
+    """The run's limit (SIGTERM) in the middle of a phase: the results so far are packed,
+    session.json names the phase that was stopped, and the run exits with 124."""
+    import json, signal
+    gs, out, work = session(), tmp_path/"out", tmp_path/"work"
+    # one phase whose command signals this process, as `timeout` would, then waits to be killed
+    cmd = [sys.executable, "-c",
+           "import os, signal, time; os.kill(os.getppid(), signal.SIGTERM); time.sleep(30)"]
+    gs.plan = lambda args: {name: ([cmd], 1 / len(gs.PHASES)) for name in gs.PHASES}
+    old = signal.getsignal(signal.SIGTERM)
+    try:
+        with pytest.raises(SystemExit) as e:
+            gs.main(["--out", str(out), "--work", str(work), "--device", "cpu",
+                     "--phases", "bench-bf16", "--budget", "60"])
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert e.value.code == 124
+    assert json.loads((out/"session.json").read_text()) == [
+        dict(phase="bench-bf16", status="stopped by SIGTERM")]
+    with tarfile.open(out/"gpu-session.tgz") as t:
+        assert "gpu-session/bench-bf16.log" in t.getnames()

@@ -10,8 +10,9 @@ first (`--device cpu --tiny`).
 
 What comes back: at most 8 files from `$OUT` (device README), and the phases write about twenty.
 So after each phase the whole of `--work` is packed into one archive, `--out`/gpu-session.tgz (the
-drafter's weights, 10 MB, included; the feature cache is not in it), beside a copy of session.json;
-a SIGTERM packs too. Unpack it here with `tar xzf gpu-session.tgz` (a folder `gpu-session/`).
+drafter's weights, 10 MB, included; the feature cache is not in it), beside a copy of session.json
+(a line per phase); a SIGTERM packs too, and session.json then names the phase it stopped. Unpack
+it here with `tar xzf gpu-session.tgz` (a folder `gpu-session/`).
 
 Phases (`--phases`, in this order by default):
   bench-bf16   issue 12: hf, hf-static, ar, flashspec, flashspec-merged in bf16, the cost model's
@@ -229,19 +230,23 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(work, ignore_errors=True); work.mkdir(parents=True)
     # a pack never runs inside another: two would write into one file, a corrupt archive
-    state = dict(packing=False, stop=False)
+    # summary: a line per phase; state["phase"]: the phase running, None between phases
+    state, summary = dict(packing=False, stop=False, phase=None), []
     def pack_now():
         state["packing"] = True
-        try: pack(work, out)
+        try:
+            (work/"session.json").write_text(json.dumps(summary, indent=1))
+            pack(work, out)
         finally: state["packing"] = False
         if state["stop"]: sys.exit(124)
     def on_term(*_):  # the run's limit: bring back what is there
         # once: `timeout` signals this process twice (itself, then its group)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         state["stop"] = True
+        if state["phase"]: summary.append(dict(phase=state["phase"], status="stopped by SIGTERM"))
         if not state["packing"]: pack_now()  # else the pack under way ends, then exits
     signal.signal(signal.SIGTERM, on_term)
-    t_end, steps, summary = time.time() + a.budget, plan(a), []
+    t_end, steps = time.time() + a.budget, plan(a)
     chosen = sum(steps[name][1] for name in a.phases)  # the shares of the phases run split it all
     for name in a.phases:
         cmds, share = steps[name]
@@ -250,8 +255,8 @@ def main(argv=None):
         limit = left if name == a.phases[-1] else min(share / chosen * a.budget, left)
         if limit < 20:
             summary.append(dict(phase=name, status="skipped: no time left"))
-            (work/"session.json").write_text(json.dumps(summary, indent=1)); pack_now(); continue
-        t0, status = time.time(), "ok"
+            pack_now(); continue
+        t0, status, state["phase"] = time.time(), "ok", name
         with open(work/f"{name}.log", "w") as log:
             for cmd in cmds:
                 rest = t0 + limit - time.time()
@@ -273,8 +278,8 @@ def main(argv=None):
                 if status != "ok": break
         summary.append(
             dict(phase=name, status=status, seconds=round(time.time() - t0, 1), limit=round(limit)))
+        state["phase"] = None
         print(json.dumps(summary[-1]), flush=True)
-        (work/"session.json").write_text(json.dumps(summary, indent=1))
         pack_now()
     return 0
 
