@@ -230,8 +230,8 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(work, ignore_errors=True); work.mkdir(parents=True)
     # a pack never runs inside another: two would write into one file, a corrupt archive
-    # summary: a line per phase; state["phase"]: the phase running, None between phases
-    state, summary = dict(packing=False, stop=False, phase=None), []
+    # summary: a line per phase, the running one's status "running" until it ends
+    state, summary = dict(packing=False, stop=False), []
     def pack_now():
         state["packing"] = True
         try:
@@ -243,7 +243,8 @@ def main(argv=None):
         # once: `timeout` signals this process twice (itself, then its group)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         state["stop"] = True
-        if state["phase"]: summary.append(dict(phase=state["phase"], status="stopped by SIGTERM"))
+        if summary and summary[-1]["status"] == "running":
+            summary[-1]["status"] = "stopped by SIGTERM"
         if not state["packing"]: pack_now()  # else the pack under way ends, then exits
     signal.signal(signal.SIGTERM, on_term)
     t_end, steps = time.time() + a.budget, plan(a)
@@ -256,7 +257,8 @@ def main(argv=None):
         if limit < 20:
             summary.append(dict(phase=name, status="skipped: no time left"))
             pack_now(); continue
-        t0, status, state["phase"] = time.time(), "ok", name
+        t0, status = time.time(), "ok"
+        summary.append(dict(phase=name, status="running"))
         with open(work/f"{name}.log", "w") as log:
             for cmd in cmds:
                 rest = t0 + limit - time.time()
@@ -276,9 +278,8 @@ def main(argv=None):
                     rc, status = None, "timed out"
                 if rc: status = f"failed (rc {rc})"
                 if status != "ok": break
-        summary.append(
-            dict(phase=name, status=status, seconds=round(time.time() - t0, 1), limit=round(limit)))
-        state["phase"] = None
+        # one update: a SIGTERM sees the phase running or ended, never both
+        summary[-1].update(status=status, seconds=round(time.time() - t0, 1), limit=round(limit))
         print(json.dumps(summary[-1]), flush=True)
         pack_now()
     return 0
