@@ -514,10 +514,10 @@ class FeatureDrafter(TreeDrafter):
         # - 1 committed
         N = self.tree.n_nodes
         # (its root stands on the last committed entry, n - 2, which every node sees)
-        self._bias, _ = tree_bias(
+        self._bias = tree_bias(
             torch.tensor([self.n - 1]),
             batch_trees([self.tree], [torch.zeros(N, dtype=torch.long)]), self.n - 1, self.S,
-            self.K.dtype)
+            self.K.dtype)[0].to(dev)  # built on the CPU, attended on the drafter's device
         return fd.logits(self._out[0])[0, 0]
 
     @torch.no_grad()

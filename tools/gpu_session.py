@@ -14,22 +14,26 @@ drafter's weights, 10 MB, included; the feature cache is not in it), beside a co
 (a line per phase); a SIGTERM packs too, and session.json then names the phase it stopped. Unpack
 it here with `tar xzf gpu-session.tgz` (a folder `gpu-session/`).
 
-Phases (`--phases`, in this order by default):
-  bench-bf16   issue 12: hf, hf-static, ar, flashspec, flashspec-merged in bf16, the cost model's
+Phases (`--phases`; by default all but `train`, in this order):
+  bench-compiled issue 12: hf-static, ar and flashspec-merged in bf16 with `--compile` (CUDA
+               graphs) on the cost model's tree (it measures the eager costs, cached for the next
+               phase), first-call times. First, with the largest share: the first H200 run
+               (2026-12-04) found the eager engine's forward launch-bound (about 40 ms at any size
+               against 4.6 ms a token for hf-static), and its 45 s did not cover the compilation
+  bench-bf16   issue 12: hf-static, ar, flashspec, flashspec-merged in bf16, the cost model's
                tree; flashspec-adaptive-merged: EAGLE-2's dynamic tree of 64 nodes (`BEAM`) with
-               lookup chains merged in
-  train        issue 11: features of the target's own answers on the GPU, the feature drafter
-               fine-tuned from the shipped weights (or trained afresh) until a time limit (by which
-               the learning rate has annealed: `distill --time-limit`), its teacher-forced
-               acceptance table stored in the weights; bring `train/draft.safetensors` back and
-               measure it at home
+               lookup chains merged in (eager `hf` is left out: 109 ms a token there, measured)
+  bench-fp32   lossless on the GPU: hf against flashspec-merged in fp32, token for token, on a
+               fixed tree (no cost measurement)
   batch        issue 14: 16 requests at batch 8 and 16 in bf16: Hugging Face's batched `generate`
                with its static cache (left-padded) against flashspec's plain batched decoding, the
                cost model's tree and per-request budgets (`generate_batch`); tokens/s, and outputs
                compared with Hugging Face's
-  bench-fp32   lossless on the GPU: hf against flashspec-merged in fp32, token for token
-  bench-compiled issue 12: ar and flashspec-merged with `--compile` (CUDA graphs) on bench-bf16's
-               tree (the cost model reads the eager costs it cached), first-call times
+  train        issue 11 (only when named): features of the target's own answers on the GPU, the
+               feature drafter fine-tuned from the shipped weights (or trained afresh) until a time
+               limit (by which the learning rate has annealed: `distill --time-limit`), its
+               teacher-forced acceptance table stored in the weights; bring
+               `train/draft.safetensors` back and measure it at home (done once, 2026-12-04)
 
 On the GPU machine, from the project root (after the three copy runs):
   . .dev/env.sh && python3 tools/gpu_session.py --out $OUT --budget 540
@@ -39,16 +43,19 @@ limit stops it, and its log; checkpoints are removed once a draft exists), and t
 every phase that ended before the run's limit.
 To give the training the whole run:
   . .dev/env.sh && python3 tools/gpu_session.py --out $OUT --budget 540 --phases train
-Rehearsal here (about 10 minutes on a 2-core AMD EPYC, which has no bf16 units: there the training,
-the batches and the compiled bench run out of their tiny shares, and `--phases train --budget 600`
-runs the training to its end in about 8):
-  .venv/bin/python tools/gpu_session.py --device cpu --tiny --out /tmp/gpu-rehearsal
+Rehearsal here (2026-12-04, a 2-core AMD EPYC: the four default phases all ended "ok" in 3.5
+minutes; `--phases train --budget 600` runs the tiny training to its end in about 8):
+  .venv/bin/python tools/gpu_session.py --device cpu --tiny --out /tmp/gpu-rehearsal --budget 600
+The first H200 run (2026-12-04) learned what the shares are now sized by: a fresh machine spends
+about 35 s measuring the cost model's costs in the first bench, eager `hf` takes about 10 s an
+answer, and the compiled bench needs more than 45 s for its first compilation.
 """
 
 import argparse, json, os, shutil, signal, subprocess, sys, tarfile, time
 from pathlib import Path
 
-PHASES = ("bench-bf16", "train", "batch", "bench-fp32", "bench-compiled")
+PHASES = ("bench-compiled", "bench-bf16", "bench-fp32", "batch", "train")
+DEFAULT_PHASES = PHASES[:-1]  # training ran once (2026-12-04); name it to run it again
 # flashspec-adaptive-merged in bench-bf16: EAGLE-2's dynamic tree of 64 nodes with lookup chains,
 # the GPU budget measured on the CPU (07c_adaptive, *A GPU's budget*), timed where nodes cost
 # about nothing
@@ -63,8 +70,8 @@ def plan(a) -> dict:
     "Each phase's commands and its share of the time (seconds at most), from the options."
     o, dev, tiny = Path(a.work), a.device, a.tiny
     n, new = (2, 8) if tiny else (a.prompts, a.max_new_tokens)
-    bench = lambda name, dtype, methods, *more: flashspec(
-        "bench", "--device", dev, "--dtype", dtype, "--limit", n, "--max-new-tokens", new,
+    bench = lambda name, dtype, methods, *more, limit=n: flashspec(
+        "bench", "--device", dev, "--dtype", dtype, "--limit", limit, "--max-new-tokens", new,
         "--methods", *methods, "--out", o/f"{name}.json", "--plot", o/f"{name}.png", *more)
     feats = Path(a.features)
     # a few conversations of each source: the same code path at a size the CPU does in a minute
@@ -77,13 +84,30 @@ def plan(a) -> dict:
     init = [] if a.fresh else ["--init", shipped()]
     fresh = [] if not a.fresh else ["--draft-vocab", 8192]
     return {
+        # the cost model's tree: this phase measures the eager costs (cached), bench-bf16 reads
+        # them, so both decode on one tree and nothing is measured compiled
+        "bench-compiled": (
+            [bench("bench-compiled", "bfloat16", ["hf-static", "ar", "flashspec-merged"],
+                   "--compile")],
+            0.30),
         "bench-bf16": (
             [
                 bench(
                     "bench-bf16", "bfloat16",
-                    ["hf", "hf-static", "ar", "flashspec", "flashspec-merged",
+                    ["hf-static", "ar", "flashspec", "flashspec-merged",
                      "flashspec-adaptive-merged"], *BEAM)],
-            0.30),
+            0.17),
+        # a fixed tree: the check needs no cost measurement (24 s on a fresh machine); half the
+        # questions, since eager hf takes about 10 s an answer there
+        "bench-fp32": (
+            [bench("bench-fp32", "float32", ["hf", "flashspec-merged"], "--depth", 4, "--width", 3,
+                   limit=max(1, n // 2))],
+            0.08),
+        "batch": (
+            [
+                [sys.executable, __file__, "--batch-phase", o / "batch.json", "--device", dev]
+                + (["--tiny"] if tiny else [])],
+            0.12),
         # the cache first, so that training's time limit is set from the time left after it
         "train": (
             [
@@ -94,18 +118,7 @@ def plan(a) -> dict:
                     "distill", "--design", "eagle3", "--device", dev, "--out", o / "train",
                     "--features", feats, *init, *fresh, *size, "--held-out", held, "--lr", a.lr,
                     "--warmup", 20, "--ttt-steps", 3, "--w-kd", 0, "--time-limit", "{minutes}")],
-            0.40),
-        "batch": (
-            [
-                [sys.executable, __file__, "--batch-phase", o / "batch.json", "--device", dev]
-                + (["--tiny"] if tiny else [])],
-            0.12),
-        "bench-fp32": ([bench("bench-fp32", "float32", ["hf", "flashspec-merged"])], 0.08),
-        # the cost model's tree: under --compile it reads the eager costs bench-bf16 cached, so both
-        # runs decode on one tree and nothing is measured compiled
-        "bench-compiled": (
-            [bench("bench-compiled", "bfloat16", ["hf", "ar", "flashspec-merged"], "--compile")],
-            0.10)}
+            0.33)}
 
 def sources() -> list[str]:
     "The distillation pool's sources (for the rehearsal's caps)."
@@ -198,12 +211,12 @@ def main(argv=None):
         help="where the phases write (emptied first), packed into --out after each phase")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--budget", type=float, default=540, help="seconds for all phases together")
-    ap.add_argument("--phases", nargs="+", default=list(PHASES), choices=PHASES)
+    ap.add_argument("--phases", nargs="+", default=list(DEFAULT_PHASES), choices=PHASES)
     ap.add_argument(
         "--tiny", action="store_true",
         help="the rehearsal: every phase at a size the CPU runs quickly")
     ap.add_argument(
-        "--prompts", type=int, default=8,
+        "--prompts", type=int, default=4,
         help="Spec-Bench questions per bench phase (taken round-robin over the categories)")
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument(
