@@ -19,19 +19,25 @@ from .decode import DecodeStats
 from .kvcache import StaticKVCache, bucket_slots
 from .adaptive import AdaptiveConfig, AdaptiveDrafter
 from .batch import monitor, monitor_html
+from .fused import generate_fused
 
 # %% auto #0
-__all__ = ['METHODS', 'MERGED', 'ADAPTIVE', 'run_method', 'bench', 'summarize', 'table', 'category_table', 'plot', 'report',
-           'add_cli', 'cmd_bench']
+__all__ = ['METHODS', 'MERGED', 'ADAPTIVE', 'FUSED', 'FUSED_CHAIN', 'run_method', 'bench', 'summarize', 'table', 'category_table',
+           'plot', 'report', 'add_cli', 'cmd_bench']
 
 # %% ../nbs/08_bench.ipynb #ebae1835
 METHODS = (
     "hf", "hf-static", "hf-assisted", "hf-lookup", "ar", "flashspec", "flashspec-lookup",
-    "flashspec-merged", "flashspec-adaptive", "flashspec-adaptive-merged")
+    "flashspec-merged", "flashspec-adaptive", "flashspec-adaptive-merged", "ar-fused",
+    "flashspec-fused", "flashspec-fused-merged")
 # methods whose drafter merges lookup chains (and a store) into the draft's trees
 MERGED = ("flashspec-merged", "flashspec-adaptive-merged")
 # methods whose drafter grows `AdaptiveDrafter` trees (`adaptive`)
 ADAPTIVE = ("flashspec-adaptive", "flashspec-adaptive-merged")
+# methods decoded by `generate_fused` (greedy; one CUDA graph a round on a GPU): plain, the
+# feature drafter's fixed tree, and that tree with a lookup chain of `FUSED_CHAIN` nodes beside it
+FUSED = ("ar-fused", "flashspec-fused", "flashspec-fused-merged")
+FUSED_CHAIN = 6  # as `MergedDrafter`'s lookup
 
 def _hf_kwargs(sampling:Sampling, max_new_tokens, target):
     kw = dict(max_new_tokens=max_new_tokens, pad_token_id=target.generation_config.eos_token_id)
@@ -54,17 +60,22 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int,
                store:Drafter|None=None,
                # the `MERGED` methods' gate (`merge_gate`: the cost model's costs); None: whole
                gate:dict|None=None,
-               # hf-static on CUDA: its cache's slots at least (one compiled graph for a run)
+               # hf-static on CUDA and the FUSED methods: their cache's slots at least (one
+               # compiled graph for a run)
                cache_len:int|None=None,
               ) -> tuple[list[int], DecodeStats|None, float]:
     "Decode `ids` with one method; returns `(new tokens, DecodeStats or None, seconds)`."
     if method not in METHODS:
         raise ValueError(f"Unknown method {method!r}; choose from {', '.join(METHODS)}.")
-    drafted = ("hf-assisted", "flashspec", *ADAPTIVE, "flashspec-merged")
+    drafted = ("hf-assisted", "flashspec", *ADAPTIVE, "flashspec-merged", *FUSED[1:])
     if method in drafted and draft is None:
         raise ValueError(f"{method} needs a draft model.")
     if method in drafted and method != "flashspec" and isinstance(draft, Drafter):
         raise ValueError(f"{method} needs a draft model, not a {type(draft).__name__}.")
+    if method in FUSED and not sampling.greedy:
+        raise ValueError(f"{method} decodes greedily only; use flashspec-merged for sampling.")
+    if method in FUSED[1:] and not hasattr(draft, "qkv"):
+        raise ValueError(f"{method} drafts with a feature drafter, not a {type(draft).__name__}.")
     if method == "hf-assisted" and hasattr(draft, "drafter"):
         raise ValueError(
             "hf-assisted needs a draft causal LM; a feature drafter reads the target's states, "
@@ -85,6 +96,11 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int,
                 0, len(ids) :
             ].tolist()
         st = None
+    elif method in FUSED:
+        out, st = generate_fused(
+            target, None if method == "ar-fused" else draft, ids, max_new_tokens, tree=tree,
+            chain=FUSED_CHAIN if method.endswith("merged") else 0, max_len=cache_len,
+            compile=compile)
     else:
         if method == "ar": drafter = None
         elif method == "flashspec-lookup": drafter = PromptLookupDrafter(depth=tree.depth or 4)
@@ -211,9 +227,9 @@ def bench(
             journal, lambda tmp: Path(tmp).write_text(_jsonl([dict(journal=config)] + records)))
     done = {r["question_id"] for r in records}
     warm = encode_chat(tokenizer, "Hi")
-    # hf-static's one cache size: the longest first turn and its answer (a longer later turn grows
-    # it once more); no other method reads it
-    first = "hf-static" in methods and max(
+    # hf-static's and the fused methods' one cache size: the longest first turn and its answer (a
+    # longer later turn grows it once more); no other method reads it
+    first = bool({"hf-static", *FUSED} & set(methods)) and max(
         len(encode_chat(tokenizer, q["turns"][:1], max_tokens=max_prompt_tokens)) for q in prompts)
     kw = dict(
         min_prob=min_prob, engine=engine, compile=compile, adaptive=adaptive, pad_nodes=pad_nodes,
@@ -455,7 +471,9 @@ def add_cli(sub):
         help=(
             "flashspec: the draft's tree alone; flashspec-merged: with prompt-lookup chains "
             "merged in under greedy decoding (the default drafter of generate and demo); "
-            "flashspec-adaptive(-merged): the same with --adaptive's trees"))
+            "flashspec-adaptive(-merged): the same with --adaptive's trees; ar-fused,"
+            " flashspec-fused(-merged): greedy rounds as one CUDA graph each on a GPU (the fused"
+            " round notebook), a fixed tree with a lookup chain of 6 beside it"))
     b.add_argument("--temperature", type=float, default=0.0)
     b.add_argument("--top-k", type=int, default=0)
     b.add_argument("--top-p", type=float, default=1.0)
@@ -503,7 +521,7 @@ def cmd_bench(args):
     quant = f", {meta['quantize']}" if meta["quantize"] else ""
     meta["label"] = (f"{meta['model']}, {args.dtype}{quant}, draft: {meta['draft']}, "
                      f"{meta['hardware']}, {datetime.date.today()}")
-    needs_model = ("flashspec", "hf-assisted", *ADAPTIVE, "flashspec-merged")
+    needs_model = ("flashspec", "hf-assisted", *ADAPTIVE, "flashspec-merged", *FUSED[1:])
     if isinstance(draft, PromptLookupDrafter) and any(m in needs_model for m in args.methods):
         raise ValueError(
             "--lookup gives no draft model: use the flashspec-lookup / hf-lookup methods instead.")

@@ -11,7 +11,8 @@ from .tree import TreeConfig
 from .verify import Sampling
 from .decode import generate
 from .load import model_args, load_models, make_drafter, adaptive_config, merge_gate
-from .bench import add_cli as bench_cli, bench, table
+from .bench import add_cli as bench_cli, bench, table, FUSED_CHAIN
+from .fused import generate_fused
 from .distill import add_cli as distill_cli
 
 # %% auto #0
@@ -31,9 +32,21 @@ def cmd_generate(args):
         text = tok.decode(so_far, skip_special_tokens=True)
         sys.stdout.write(text[len(printed):]); sys.stdout.flush(); printed = text
     s = Sampling(args.temperature, args.top_k, args.top_p)
-    out, st = generate(
-        target, make_drafter(draft, args), ids, args.max_new_tokens, sampling=s, seed=args.seed,
-        streamer=stream, engine=args.engine, compile=args.compile, pad_nodes=args.pad_nodes)
+    if args.fused:
+        if not s.greedy: raise ValueError("--fused decodes greedily: drop --temperature.")
+        if not hasattr(draft, "qkv"):
+            raise ValueError(f"--fused drafts with a feature drafter, not {args.draft_name}.")
+        # a chain is verified every round, matched or not: on a CPU, which pays for every node,
+        # measured slower (the fused round notebook)
+        chain = 0 if args.no_merge_lookup or target.device.type == "cpu" else FUSED_CHAIN
+        out, st = generate_fused(
+            target, draft, ids, args.max_new_tokens, tree=args.tree, streamer=stream,
+            chain=chain, compile=args.compile)
+    else:
+        out, st = generate(
+            target, make_drafter(draft, args), ids, args.max_new_tokens, sampling=s,
+            seed=args.seed, streamer=stream, engine=args.engine, compile=args.compile,
+            pad_nodes=args.pad_nodes)
     sys.stdout.write("\n")
     acc = "n/a" if st.acceptance_rate is None else f"{st.acceptance_rate:.2f}"
     print(
@@ -97,6 +110,13 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--top-k", type=int, default=0)
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--seed", type=int, default=None)
+    g.add_argument(
+        "--fused", action="store_true",
+        help=(
+            "greedy rounds as one sequence of device operations, one CUDA graph each on a GPU (the"
+            " fused round notebook): the feature drafter's fixed tree, on a GPU with a lookup chain"
+            " of 6 beside it (none with --no-merge-lookup); with --compile, the target's forward"
+            " compiled (the fastest measured on a CPU, after a compilation of about 40 s)"))
     g.set_defaults(fn=cmd_generate)
     d = sub.add_parser(
         "demo", help="plain vs speculative decoding on a few Spec-Bench prompts, checked identical")

@@ -16,9 +16,9 @@ from .kvcache import StaticKVCache, forward as hf_forward
 
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'NativeForward', 'TreeInputs',
-           'greedy_accept', 'greedy_accept_batch', 'HFForward', 'make_forward', 'median_ms', 'forward_ms',
-           'expected_accepted', 'optimal_tree', 'best_tree', 'cpu_id', 'other_load', 'forward_passes', 'tree_costs',
-           'draft_acceptance', 'auto_tree', 'chain_acceptance', 'calibrated_acceptance', 'node_padding']
+           'accept_tensors', 'greedy_accept', 'greedy_accept_batch', 'HFForward', 'make_forward', 'median_ms',
+           'forward_ms', 'expected_accepted', 'optimal_tree', 'best_tree', 'cpu_id', 'other_load', 'forward_passes',
+           'tree_costs', 'draft_acceptance', 'auto_tree', 'chain_acceptance', 'calibrated_acceptance', 'node_padding']
 
 # %% ../nbs/05a_engine.ipynb #7caaae8c
 NATIVE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
@@ -238,6 +238,11 @@ class TreeInputs:
         if int(n) + self.N > self.S:
             raise ValueError(
                 f"A tree of {self.N} nodes after {int(n)} tokens does not fit in {self.S} slots.")
+        return self.build(n)
+
+    def build(self, n:int|torch.Tensor):
+        """`__call__` without the room check: tensor ops only, so `n` may be a device scalar inside
+        a captured graph (no copy to the host)."""
         rel = self.arange_s - n  # (S,) slot relative to the root
         inside = (rel >= 0) & (rel < self.N)
         # (N, S)
@@ -251,6 +256,16 @@ def _accept_rows(
     mask, depth, parent, valid, # (B, N, N) ancestor masks; (B, N) depths, parents, real nodes
     tokens:torch.Tensor, logits:torch.Tensor): # (B, N) node tokens; (B, N, V) target logits
     "Each row's `(accepted path, bonus token)`, all rows in one device-to-host copy."
+    order, bonus, deep = accept_tensors(mask, depth, parent, valid, tokens, logits)
+    # one copy
+    out = torch.cat([order, bonus[:, None], deep[:, None]], -1).tolist()
+    return [(o[:o[-1] + 1], o[-2]) for o in out]
+
+def accept_tensors(
+    mask, depth, parent, valid, # (B, N, N) ancestor masks; (B, N) depths, parents, real nodes
+    tokens:torch.Tensor, logits:torch.Tensor): # (B, N) node tokens; (B, N, V) target logits
+    """Greedy acceptance on the device, nothing copied: `(order (B, N): each accepted path's nodes
+    first, then N; bonus (B,); accepted drafted tokens (B,))`."""
     B, N = tokens.shape
     ar, rows = torch.arange(N, device=tokens.device), torch.arange(B, device=tokens.device)
     best = logits.argmax(-1)  # (B, N) the target's choice per node
@@ -260,9 +275,7 @@ def _accept_rows(
     deepest = torch.where(ok, depth, -1).argmax(-1)  # (B,) first node at the deepest level
     # (B, N) each path first, then N
     order = torch.where(mask[rows, deepest], ar, N).sort(-1).values
-    # one copy
-    out = torch.cat([order, best[rows, deepest, None], depth[rows, deepest, None]], -1).tolist()
-    return [(o[:o[-1] + 1], o[-2]) for o in out]
+    return order, best[rows, deepest], depth[rows, deepest]
 
 def greedy_accept(ti:TreeInputs, tokens:torch.Tensor, # (N,) node tokens on the device, root first
                   logits:torch.Tensor, # (N, V) target logits at every node

@@ -30,6 +30,11 @@ class StaticKVCache(Cache):
             torch.zeros(shape, dtype=dtype, device=w.device) for _ in range(cfg.num_hidden_layers)]
         self.values = [
             torch.zeros(shape, dtype=dtype, device=w.device) for _ in range(cfg.num_hidden_layers)]
+        # a compiled forward writes into these: `torch.compile(mode="reduce-overhead")` skips CUDA
+        # graphs for a forward that mutates an input whose address may change, unless it is marked
+        # (as Hugging Face's static cache marks its own); a new address re-records, no guard
+        if w.device.type == "cuda":
+            for t in self.keys + self.values: torch._dynamo.mark_static_address(t)
         self.max_len = max_len
         # committed tokens per row (CPU ints)
         self.lengths = torch.zeros(batch_size, dtype=torch.long)

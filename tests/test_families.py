@@ -12,6 +12,8 @@ from flashspec.eagle import FeatureDraft, export_eagle3
 from flashspec.decode import generate
 from flashspec.tree import TreeConfig
 from flashspec.batch import Request, generate_batch
+from flashspec.engine import NATIVE_TYPES
+from flashspec.fused import generate_fused
 
 CONFIGS = dict(
     llama=T.LlamaConfig, mistral=T.MistralConfig, qwen2=T.Qwen2Config, qwen3=T.Qwen3Config,
@@ -46,6 +48,22 @@ def test_both_designs_are_lossless(family):
     plain = generate(m, None, ids, 16, eos_token_id=-1)[0]
     for draft in (fd, slice_draft(m, 1)):
         assert generate(m, draft, ids, 16, eos_token_id=-1, tree=TreeConfig(3, 2))[0] == plain
+
+
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_the_fused_round_is_lossless_or_refused(family):
+    """The fused round (07d_fused) runs the native forward: on those families it gives the target's
+    own output with and without a lookup chain; on the others it refuses, clearly."""
+    m = tiny(family)
+    fd = FeatureDraft(m)
+    ids = torch.randint(2, 128, (12,), generator=torch.Generator().manual_seed(1)).tolist()
+    if family not in NATIVE_TYPES:
+        with pytest.raises(ValueError, match="native forward"): generate_fused(m, fd, ids, 8)
+        return
+    plain = generate(m, None, ids, 16, eos_token_id=-1)[0]
+    for chain in (0, 3):
+        got = generate_fused(m, fd, ids, 16, tree=TreeConfig(3, 2), chain=chain, eos_token_id=-1)
+        assert got[0] == plain
 
 
 def test_a_sliding_window_is_refused():

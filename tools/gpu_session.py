@@ -15,20 +15,29 @@ drafter's weights, 10 MB, included; the feature cache is not in it), beside a co
 it here with `tar xzf gpu-session.tgz` (a folder `gpu-session/`).
 
 Phases (`--phases`; by default all but `train`, in this order):
-  bench-compiled issue 12: hf-static, ar and flashspec-merged in bf16 with `--compile` (CUDA
-               graphs) on the cost model's tree (it measures the eager costs, cached for the next
-               phase), first-call times. First, with the largest share: the first H200 run
-               (2026-12-04) found the eager engine's forward launch-bound (about 40 ms at any size
-               against 4.6 ms a token for hf-static), and its 45 s did not cover the compilation
-  bench-bf16   issue 12: hf-static, ar, flashspec, flashspec-merged in bf16, the cost model's
-               tree; flashspec-adaptive-merged: EAGLE-2's dynamic tree of 64 nodes (`BEAM`) with
-               lookup chains merged in (eager `hf` is left out: 109 ms a token there, measured)
-  bench-fp32   lossless on the GPU: hf against flashspec-merged in fp32, token for token, on a
-               fixed tree (no cost measurement)
+  bench-fused  issue 12: hf-static against the fused round (`generate_fused`, one CUDA graph a
+               round: the drafter's levels, the tree forward, acceptance and the commit) in bf16:
+               ar-fused, flashspec-fused, flashspec-fused-merged, on the cost model's tree (it
+               measures the eager costs, cached for the later phases), 13 questions (one per
+               category; the journal keeps what finishes). First: the first H200 run (2026-12-04)
+               found the eager engine launch-bound (a forward about 40 ms at any size, drafting
+               21-26 ms a round, against 4.6 ms a token for hf-static), and this is what removes
+               the launches; never run on a GPU before
+  bench-fused-compiled  the same with `--compile`: the target's forward through inductor (fewer,
+               fused kernels) inside the round's graph; one compilation of one shape
+  bench-fp32   lossless on the GPU: hf against flashspec-merged and flashspec-fused-merged (the
+               graph) in fp32, token for token, on a fixed tree (no cost measurement)
   batch        issue 14: 16 requests at batch 8 and 16 in bf16: Hugging Face's batched `generate`
                with its static cache (left-padded) against flashspec's plain batched decoding, the
                cost model's tree and per-request budgets (`generate_batch`); tokens/s, and outputs
                compared with Hugging Face's
+  bench-compiled issue 12: hf-static, ar and flashspec-merged in bf16 with `--compile` (the
+               target's forward alone under `torch.compile(mode="reduce-overhead")`; its cache is
+               now marked static, without which CUDA graphs were skipped), first-call times; its
+               45 s did not cover the compilation in the first H200 run
+  bench-bf16   issue 12: hf-static, ar, flashspec, flashspec-merged in bf16, the cost model's
+               tree; flashspec-adaptive-merged: EAGLE-2's dynamic tree of 64 nodes (`BEAM`) with
+               lookup chains merged in (eager `hf` is left out: 109 ms a token there, measured)
   train        issue 11 (only when named): features of the target's own answers on the GPU, the
                feature drafter fine-tuned from the shipped weights (or trained afresh) until a time
                limit (by which the learning rate has annealed: `distill --time-limit`), its
@@ -43,8 +52,9 @@ limit stops it, and its log; checkpoints are removed once a draft exists), and t
 every phase that ended before the run's limit.
 To give the training the whole run:
   . .dev/env.sh && python3 tools/gpu_session.py --out $OUT --budget 540 --phases train
-Rehearsal here (2026-12-04, a 2-core AMD EPYC: the four default phases all ended "ok" in 3.5
-minutes; `--phases train --budget 600` runs the tiny training to its end in about 8):
+Rehearsal here (2026-12-04, a 2-core AMD EPYC: the six default phases all ended "ok" in 2.5 minutes
+with this machine's costs cached; `--phases train --budget 600` runs the tiny training to its end in
+about 8). A CPU cannot record a CUDA graph: the fused phases run their rounds eagerly here:
   .venv/bin/python tools/gpu_session.py --device cpu --tiny --out /tmp/gpu-rehearsal --budget 600
 The first H200 run (2026-12-04) learned what the shares are now sized by: a fresh machine spends
 about 35 s measuring the cost model's costs in the first bench, eager `hf` takes about 10 s an
@@ -54,7 +64,8 @@ answer, and the compiled bench needs more than 45 s for its first compilation.
 import argparse, json, os, shutil, signal, subprocess, sys, tarfile, time
 from pathlib import Path
 
-PHASES = ("bench-compiled", "bench-bf16", "bench-fp32", "batch", "train")
+PHASES = ("bench-fused", "bench-fused-compiled", "bench-fp32", "batch", "bench-compiled",
+          "bench-bf16", "train")
 DEFAULT_PHASES = PHASES[:-1]  # training ran once (2026-12-04); name it to run it again
 # flashspec-adaptive-merged in bench-bf16: EAGLE-2's dynamic tree of 64 nodes with lookup chains,
 # the GPU budget measured on the CPU (07c_adaptive, *A GPU's budget*), timed where nodes cost
@@ -83,31 +94,41 @@ def plan(a) -> dict:
         held, size = 200, ["--steps", a.steps, "--train-batch-size", a.batch, "--ckpt-every", 200]
     init = [] if a.fresh else ["--init", shipped()]
     fresh = [] if not a.fresh else ["--draft-vocab", 8192]
-    return {
-        # the cost model's tree: this phase measures the eager costs (cached), bench-bf16 reads
-        # them, so both decode on one tree and nothing is measured compiled
+    steps = {
+        # the cost model's tree: this phase measures the eager costs (cached), the later benches
+        # read them, so all decode on one tree
+        "bench-fused": (
+            [bench("bench-fused", "bfloat16",
+                   ["hf-static", "ar-fused", "flashspec-fused", "flashspec-fused-merged"],
+                   limit=2 if tiny else 13)],
+            0.18),
+        "bench-fused-compiled": (
+            [bench("bench-fused-compiled", "bfloat16",
+                   ["hf-static", "ar-fused", "flashspec-fused-merged"], "--compile",
+                   limit=2 if tiny else 13)],
+            0.16),
         "bench-compiled": (
             [bench("bench-compiled", "bfloat16", ["hf-static", "ar", "flashspec-merged"],
                    "--compile")],
-            0.30),
+            0.10),
         "bench-bf16": (
             [
                 bench(
                     "bench-bf16", "bfloat16",
                     ["hf-static", "ar", "flashspec", "flashspec-merged",
                      "flashspec-adaptive-merged"], *BEAM)],
-            0.17),
+            0.08),
         # a fixed tree: the check needs no cost measurement (24 s on a fresh machine); half the
         # questions, since eager hf takes about 10 s an answer there
         "bench-fp32": (
-            [bench("bench-fp32", "float32", ["hf", "flashspec-merged"], "--depth", 4, "--width", 3,
-                   limit=max(1, n // 2))],
-            0.08),
+            [bench("bench-fp32", "float32", ["hf", "flashspec-merged", "flashspec-fused-merged"],
+                   "--depth", 4, "--width", 3, limit=max(1, n // 2))],
+            0.07),
         "batch": (
             [
                 [sys.executable, __file__, "--batch-phase", o / "batch.json", "--device", dev]
                 + (["--tiny"] if tiny else [])],
-            0.12),
+            0.08),
         # the cache first, so that training's time limit is set from the time left after it
         "train": (
             [
@@ -119,6 +140,7 @@ def plan(a) -> dict:
                     "--features", feats, *init, *fresh, *size, "--held-out", held, "--lr", a.lr,
                     "--warmup", 20, "--ttt-steps", 3, "--w-kd", 0, "--time-limit", "{minutes}")],
             0.33)}
+    return {name: steps[name] for name in PHASES}  # in the order they run
 
 def sources() -> list[str]:
     "The distillation pool's sources (for the rehearsal's caps)."
