@@ -16,9 +16,10 @@ from .kvcache import StaticKVCache, forward as hf_forward
 
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'NativeForward', 'TreeInputs',
-           'accept_tensors', 'greedy_accept', 'greedy_accept_batch', 'HFForward', 'make_forward', 'median_ms',
-           'forward_ms', 'expected_accepted', 'optimal_tree', 'best_tree', 'cpu_id', 'other_load', 'forward_passes',
-           'tree_costs', 'draft_acceptance', 'auto_tree', 'chain_acceptance', 'calibrated_acceptance', 'node_padding']
+           'accept_tensors', 'greedy_accept', 'greedy_accept_batch', 'HFForward', 'allow_recompiles', 'make_forward',
+           'median_ms', 'forward_ms', 'expected_accepted', 'optimal_tree', 'best_tree', 'cpu_id', 'other_load',
+           'forward_passes', 'tree_costs', 'draft_acceptance', 'auto_tree', 'chain_acceptance', 'calibrated_acceptance',
+           'node_padding']
 
 # %% ../nbs/05a_engine.ipynb #7caaae8c
 NATIVE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
@@ -320,6 +321,13 @@ class HFForward:
 
 ENGINES = ("auto", "native", "hf")
 
+def allow_recompiles(n:int=64) -> None:
+    """Let `torch.compile` keep at least `n` graphs per function: past its limit (8 by default) a
+    function runs eagerly from then on, without a word (a forward per tree size and cache size)."""
+    cfg = torch._dynamo.config
+    lim = "recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit"
+    setattr(cfg, lim, max(getattr(cfg, lim), n))
+
 def make_forward(
     model, engine:str="auto", # "native", "hf", or "auto" (native where the architecture has one)
     compile:bool=False, # torch.compile the forward (see above)
@@ -335,11 +343,7 @@ def make_forward(
     if key in kept: return kept[key]
     f = NativeForward(model, matmul) if native else HFForward(model)
     if compile:
-        # a graph per forward size and cache size a process meets: past torch's recompile limit
-        # (8 by default) the forward would run eagerly from then on, without a word
-        cfg = torch._dynamo.config
-        lim = "recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit"
-        setattr(cfg, lim, max(getattr(cfg, lim), 64))
+        allow_recompiles()  # a graph per forward size and cache size a process meets
         cuda = model.get_output_embeddings().weight.device.type == "cuda"
         mode = "reduce-overhead" if cuda else None
         # the product forms are chosen eagerly, the compiled part gets them as plain flags

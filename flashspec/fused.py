@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from .tree import Tree, TreeConfig, compile_tree
 from .kvcache import StaticKVCache, bucket_slots
 from .engine import make_forward, NativeForward, TreeInputs, accept_tensors
+from .engine import allow_recompiles
 from .decode import PromptLookupDrafter, DecodeStats, check_prompt, check_room
 from .decode import prefill_prompt, _eos_set
 
@@ -72,7 +73,9 @@ class FusedRound:
         self.graph = dev.type == "cuda" if graph is None else graph
         if self.graph and dev.type != "cuda": raise ValueError("graph=True needs a CUDA target.")
         self.target, self.fd, self.fwd, self.max_len, self.C = target, fd, fwd, max_len, chain
-        # one shape (N nodes over max_len slots) compiled once, in the first round
+        # one shape (N nodes over max_len slots) compiled once, in the first round; every tree
+        # and cache size a process meets adds one to the same function's graphs
+        if compile: allow_recompiles()
         self.run = torch.compile(fwd.run, dynamic=False) if compile else fwd.run
         self.tree, self.own, chain_nodes = fused_tree(paths, chain)
         N, D = self.tree.n_nodes, self.tree.max_depth
@@ -124,7 +127,7 @@ def draft_levels(r:FusedRound, toks:torch.Tensor, # (N,) the round's tokens, the
     root = fd.finish(g.index_select(1, last), r.attend(q.index_select(2, last), bias[:, :, :1]))
     outs = {0: root}                                                          # (1, 1, d)
     logits = fd.logits(outs[0])[0]                                            # (1, S_vocab)
-    for d, (par, c, kids, rows, ranks) in enumerate(r.plan):
+    for d, (_, c, *_) in enumerate(r.plan):  # c: the most children a parent at level d has
         top = logits.topk(c, -1).indices                                      # (P, c)
         toks = toks.index_copy(0, r.kids[d], fd.vocab[top[r.rows[d], r.ranks[d]]])
         if d + 1 == len(r.plan): break
@@ -173,6 +176,7 @@ def _start(self, ids:torch.Tensor) -> None:
     self.cache.lengths.zero_()
     feats = prefill_prompt(self.fwd, self.cache, ids, self.layers, self.cache.keys[0].dtype)
     self.n.fill_(L); self.m.fill_(1); self.ftoks[0] = int(ids[-1])
+    self.n_host = L  # the same count, kept on the host for the room check
     if fd is not None:
         if L > 2:  # entries 0 .. L - 3 here; entry L - 2 (the root's) is the first round's
             g = fd.lin(fd.fc, feats[None, :L - 2])
@@ -182,6 +186,7 @@ def _start(self, ids:torch.Tensor) -> None:
     if self.graph and self._graph is None: self._record()
 
 def _state(self) -> list:
+    "The state tensors a round rewrites (the caches aside)."
     return [self.n, self.m, self.ftoks] + ([self.feats] if self.fd is not None else [])
 
 @torch.no_grad()
@@ -206,6 +211,10 @@ def _record(self) -> None:
 def _step(self, context:list[int]|None=None, # the committed tokens (read by the chain's lookup)
          ) -> tuple[list[int], list[int]]:
     "One round: `(new tokens: the accepted drafted ones, then the bonus; the accepted path)`."
+    # a write past the buffers would be a device-side fault on CUDA: refused here instead
+    if self.n_host - 1 + self.N > self.max_len:
+        raise ValueError(f"No room for another round: {self.n_host} tokens and a tree of {self.N}"
+                         f" in {self.max_len} slots.")
     if self.C:
         cont = self.lookup.propose(torch.tensor(context), None).tokens[1:].tolist()
         cont = cont or context[-1:]  # no match: a filler
@@ -214,6 +223,7 @@ def _step(self, context:list[int]|None=None, # the committed tokens (read by the
     else: fused_round(self)
     res = self.res.tolist()  # the one copy to the host
     k = res[self.M]
+    self.n_host += k
     return res[:k], res[self.M + 1:self.M + 1 + k]
 
 FusedRound.start, FusedRound._state, FusedRound.dry_run = _start, _state, _dry_run
