@@ -21,7 +21,8 @@ from .engine import make_forward, TreeInputs, greedy_accept, _interp
 # %% auto #0
 __all__ = ['Draft', 'Drafter', 'TreeDrafter', 'ModelDrafter', 'PromptLookupDrafter', 'merge_drafts', 'draft_token_paths',
            'cut_draft', 'DepthStats', 'gate_depth', 'MergedDrafter', 'AnswerStore', 'answers_store', 'StoreDrafter',
-           'DecodeStats', 'check_prompt', 'check_room', 'compiled_size', 'prefill_prompt', 'end_round', 'generate']
+           'DecodeStats', 'check_prompt', 'check_room', 'compiled_size', 'prefill_prompt', 'count_round', 'take_tokens',
+           'end_round', 'generate']
 
 # %% ../nbs/07_decode.ipynb #02cc599b
 @dataclass
@@ -660,24 +661,35 @@ def prefill_prompt(
     cache.lengths += n - n0
     return None if feats is None else feats[0]
 
+def count_round(stats:DecodeStats, tree:Tree, path:list[int]) -> None:
+    "Record one target forward in `stats`: the tree verified and the path (node indices) accepted."
+    stats.target_forwards += 1
+    stats.accepted.append(len(path) - 1); stats.drafted_depth.append(tree.max_depth)
+    stats.nodes.append(tree.n_nodes); stats.ranks.append(tree.rank[path[1:]].tolist())
+
+def take_tokens(new:list[int], # a round's committed tokens (accepted drafts, then the bonus)
+                out:list, # the request's output so far: extended in place
+                max_new_tokens:int, eos:set, streamer=None) -> tuple[list[int], bool]:
+    """`new` cut at `max_new_tokens` and right after EOS, appended to `out` and streamed; `(what was
+    kept, done)`."""
+    new = new[:max_new_tokens - len(out)]
+    hit = next((i for i, x in enumerate(new) if x in eos), None)
+    if hit is not None: new = new[:hit + 1]  # stop right after EOS
+    out += new
+    if streamer is not None: streamer(new)
+    return new, hit is not None or len(out) >= max_new_tokens
+
 def end_round(stats:DecodeStats, drafter:Drafter, d:Draft, path:list[int], bonus:int,
               out:list, # the request's output so far: extended in place
               context:torch.Tensor, max_new_tokens:int, eos:set, streamer=None,
              ) -> tuple[torch.Tensor, bool]:
     """A round's tail: stats, the drafter told, the new tokens cut at `max_new_tokens` and after
     EOS; `(context, done)`."""
-    stats.target_forwards += 1
-    stats.accepted.append(len(path) - 1); stats.drafted_depth.append(d.tree.max_depth)
-    stats.nodes.append(d.tree.n_nodes); stats.ranks.append(d.tree.rank[path[1:]].tolist())
+    count_round(stats, d.tree, path)
     drafter.accepted(d.tree.max_depth, len(path) - 1)
-    new = d.tokens[path[1:]].tolist() + [bonus]
-    new = new[:max_new_tokens - len(out)]
-    hit = next((i for i, x in enumerate(new) if x in eos), None)
-    if hit is not None: new = new[:hit + 1]  # stop right after EOS
-    out += new
-    context = torch.cat([context, torch.tensor(new, dtype=context.dtype)])
-    if streamer is not None: streamer(new)
-    return context, hit is not None or len(out) >= max_new_tokens
+    new, done = take_tokens(
+        d.tokens[path[1:]].tolist() + [bonus], out, max_new_tokens, eos, streamer)
+    return torch.cat([context, torch.tensor(new, dtype=context.dtype)]), done
 
 @torch.no_grad()
 def generate(target, # the target causal LM

@@ -12,7 +12,7 @@ from .kvcache import StaticKVCache, bucket_slots
 from .engine import make_forward, NativeForward, TreeInputs, accept_tensors
 from .engine import allow_recompiles
 from .decode import PromptLookupDrafter, DecodeStats, check_prompt, check_room
-from .decode import prefill_prompt, _eos_set
+from .decode import prefill_prompt, _eos_set, count_round, take_tokens
 
 # %% auto #0
 __all__ = ['fused_tree', 'level_plan', 'FusedRound', 'draft_levels', 'fused_round', 'generate_fused']
@@ -203,10 +203,9 @@ def _record(self) -> None:
     side = torch.cuda.Stream(); side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side): self.dry_run()
     torch.cuda.current_stream().wait_stream(side)
-    saved = [s.clone() for s in self._state()]
     self._graph = torch.cuda.CUDAGraph()
+    # recording runs no kernel: the state stays as the dry run left it
     with torch.cuda.graph(self._graph): fused_round(self)
-    for s, v in zip(self._state(), saved): s.copy_(v)  # recording runs nothing; kept safe anyway
 
 def _step(self, context:list[int]|None=None, # the committed tokens (read by the chain's lookup)
          ) -> tuple[list[int], list[int]]:
@@ -256,7 +255,7 @@ def generate_fused(target, # the target causal LM (a family with a native forwar
     kept = target.__dict__.setdefault("_flashspec_fused", {})
     key = (id(fd), paths, chain, graph, compile)
     r = kept.get(key)
-    if r is None or r.max_len < max_len or r.fd is not fd:
+    if r is None or r.max_len < max_len:  # (r holds fd: its id is not reused while r lives)
         r = kept[key] = FusedRound(target, fd, tree, max_len, chain, graph, compile)
     eos, stats = _eos_set(target, eos_token_id), DecodeStats()
     r.start(ids.to(r.ar_m.device))
@@ -266,15 +265,10 @@ def generate_fused(target, # the target causal LM (a family with a native forwar
         t0 = time.perf_counter()
         new, path = r.step(context)
         stats.forward_s += time.perf_counter() - t0  # the whole round: one graph, not split
-        stats.target_forwards += 1; stats.accepted.append(len(new) - 1)
-        stats.drafted_depth.append(t.max_depth); stats.nodes.append(t.n_nodes)
-        stats.ranks.append(t.rank[path[1:]].tolist())
-        new = new[:max_new_tokens - len(out)]
-        hit = next((i for i, x in enumerate(new) if x in eos), None)
-        if hit is not None: new = new[:hit + 1]  # stop right after EOS
-        out += new; context += new
-        if streamer is not None: streamer(new)
-        if hit is not None: break
+        count_round(stats, t, path)
+        new, done = take_tokens(new, out, max_new_tokens, eos, streamer)
+        context += new
+        if done: break
     stats.new_tokens = len(out)
     stats.total_s = time.perf_counter() - t_start
     return out, stats
