@@ -341,6 +341,8 @@ def summarize(
     return res
 
 
+def _times(x) -> str: return "n/a" if x is None else f"{x:.2f}x"  # a ratio, or n/a
+
 def table(res:dict) -> str:
     "The per-method results as a Markdown table."
     f = lambda x, p=2: "n/a" if x is None else f"{x:.{p}f}"
@@ -353,8 +355,8 @@ def table(res:dict) -> str:
     for m, r in res["methods"].items():
         rows.append(
             f"| {m} | {f(r['tokens_per_s'], 1)} | {f(r['ms_per_token'], 1)} |"
-            f" {f(r['speedup_vs_hf'])}x | "
-            + (f"{f(r.get('speedup_vs_hf_static'))}x | " if st else "")
+            f" {_times(r['speedup_vs_hf'])} | "
+            + (f"{_times(r.get('speedup_vs_hf_static'))} | " if st else "")
             + f"{f(r['mean_accepted_tokens'])} | {f(r['acceptance_rate'], 3)} |"
             f" {f(r['identical_to_hf'])} |")
     return "\n".join(rows)
@@ -368,7 +370,7 @@ def category_table(res:dict, method:str="flashspec") -> str:
         if r is None: continue
         f = lambda x: "n/a" if x is None else f"{x:.2f}"
         rows.append(
-            f"| {c} | {f(r['speedup_vs_hf'])}x | {f(r['mean_accepted_tokens'])} |"
+            f"| {c} | {_times(r['speedup_vs_hf'])} | {f(r['mean_accepted_tokens'])} |"
             f" {f(r['identical_to_hf'])} |")
     return "\n".join(rows)
 
@@ -426,7 +428,7 @@ def report(res:dict, # what `bench` returned (or its JSON)
     if spec:
         parts.append(
             "; ".join(
-                f"{m} {f(fm[m]['speedup_vs_hf'])}x hf{vs_ar(m)}, "
+                f"{m} {_times(fm[m]['speedup_vs_hf'])} hf{vs_ar(m)}, "
                 f"identical to hf {f(fm[m]['identical_to_hf'], 3)}"
                 for m in spec))
     turns = sorted({r["turn"] for r in res["records"]})
@@ -437,7 +439,7 @@ def report(res:dict, # what `bench` returned (or its JSON)
             by_turn.append(
                 f"turn {t + 1} ({sm['methods']['hf']['answers']} answers): "
                 + ", ".join(
-                    f"{m} {f(r['speedup_vs_hf'])}x"
+                    f"{m} {_times(r['speedup_vs_hf'])}"
                     + (
                         f" ({r['mean_accepted_tokens']:.2f} tokens per forward)"
                         if r["mean_accepted_tokens"]

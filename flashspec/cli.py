@@ -16,9 +16,16 @@ from .fused import generate_fused
 from .distill import add_cli as distill_cli
 
 # %% auto #0
-__all__ = ['cmd_generate', 'cmd_demo', 'parser', 'main']
+__all__ = ['fused_by_default', 'cmd_generate', 'cmd_demo', 'parser', 'main']
 
 # %% ../nbs/09_cli.ipynb #df9fcf90
+def fused_by_default(target, draft, sampling:Sampling) -> bool:
+    """Whether `generate` takes the fused round when neither `--fused` nor `--no-fused` is given: on
+    CUDA, greedy, with a feature drafter. There the eager loop is launch-bound and the fused round
+    measured 10x faster (H200, bf16, 2026-12-04: *The fused round on an H200* in the benchmark
+    notebook); a CPU pays for every node, and the eager loop measured faster there."""
+    return target.device.type == "cuda" and sampling.greedy and hasattr(draft, "qkv")
+
 def cmd_generate(args):
     """`flashspec generate`: decode one conversation, streaming the text; the run's figures on
     stderr."""
@@ -32,7 +39,8 @@ def cmd_generate(args):
         text = tok.decode(so_far, skip_special_tokens=True)
         sys.stdout.write(text[len(printed):]); sys.stdout.flush(); printed = text
     s = Sampling(args.temperature, args.top_k, args.top_p)
-    if args.fused:
+    fused = fused_by_default(target, draft, s) if args.fused is None else args.fused
+    if fused:
         if not s.greedy: raise ValueError("--fused decodes greedily: drop --temperature.")
         if not hasattr(draft, "qkv"):
             raise ValueError(f"--fused drafts with a feature drafter, not {args.draft_name}.")
@@ -111,12 +119,13 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--seed", type=int, default=None)
     g.add_argument(
-        "--fused", action="store_true",
+        "--fused", action=argparse.BooleanOptionalAction, default=None,
         help=(
             "greedy rounds as one sequence of device operations, one CUDA graph each on a GPU (the"
             " fused round notebook): the feature drafter's fixed tree, on a GPU with a lookup chain"
             " of 6 beside it (none with --no-merge-lookup); with --compile, the target's forward"
-            " compiled (the fastest measured on a CPU, after a compilation of about 40 s)"))
+            " compiled (the fastest measured, on a CPU and on an H200, after a compilation of"
+            " 37-40 s). Default: on CUDA when greedy with a feature drafter, else off"))
     g.set_defaults(fn=cmd_generate)
     d = sub.add_parser(
         "demo", help="plain vs speculative decoding on a few Spec-Bench prompts, checked identical")

@@ -14,23 +14,22 @@ drafter's weights, 10 MB, included; the feature cache is not in it), beside a co
 (a line per phase); a SIGTERM packs too, and session.json then names the phase it stopped. Unpack
 it here with `tar xzf gpu-session.tgz` (a folder `gpu-session/`).
 
-Phases (`--phases`; by default all but `train`, in this order):
-  bench-fused  issue 12: hf-static against the fused round (`generate_fused`, one CUDA graph a
-               round: the drafter's levels, the tree forward, acceptance and the commit) in bf16:
-               ar-fused, flashspec-fused, flashspec-fused-merged, on the cost model's tree (it
-               measures the eager costs, cached for the later phases), 13 questions (one per
-               category; the journal keeps what finishes). First: the first H200 run (2026-12-04)
-               found the eager engine launch-bound (a forward about 40 ms at any size, drafting
-               21-26 ms a round, against 4.6 ms a token for hf-static), and this is what removes
-               the launches; never run on a GPU before
-  bench-fused-compiled  the same with `--compile`: the target's forward through inductor (fewer,
-               fused kernels) inside the round's graph; one compilation of one shape
-  bench-fp32   lossless on the GPU: hf against flashspec-merged and flashspec-fused-merged (the
-               graph) in fp32, token for token, on a fixed tree (no cost measurement)
+Phases (`--phases`; by default all but `train`, in this order; what the last run left owed first):
   batch        issue 14: 16 requests at batch 8 and 16 in bf16: Hugging Face's batched `generate`
                with its static cache (left-padded) against flashspec's plain batched decoding, the
                cost model's tree and per-request budgets (`generate_batch`); tokens/s, and outputs
-               compared with Hugging Face's
+               compared with Hugging Face's. It measures the cost model's costs on a fresh machine
+               (about 25 s, cached for the later phases). Its 65 s share in the second H200 run
+               ended before its first row
+  bench-fp32   lossless on the GPU: hf against the fused round (flashspec-fused and
+               flashspec-fused-merged, the graph) in fp32, token for token, 13 questions on a fixed
+               tree (no cost measurement); the second H200 run checked 2
+  bench-fused-compiled  issue 12: hf-static against the fused round (`generate_fused`, one CUDA
+               graph a round: the drafter's levels, the tree forward, acceptance and the commit)
+               with `--compile` (the target's forward through inductor inside the round's graph),
+               bf16, 26 questions; the second H200 run (2026-12-04, 13 questions) measured
+               flashspec-fused-merged at 2.11x hf-static there, each method compiling for 37 s
+  bench-fused  the same without `--compile` (13 questions; 1.67x hf-static in that run)
   bench-compiled issue 12: hf-static, ar and flashspec-merged in bf16 with `--compile` (the
                target's forward alone under `torch.compile(mode="reduce-overhead")`; its cache is
                now marked static, without which CUDA graphs were skipped), first-call times; its
@@ -52,19 +51,28 @@ limit stops it, and its log; checkpoints are removed once a draft exists), and t
 every phase that ended before the run's limit.
 To give the training the whole run:
   . .dev/env.sh && python3 tools/gpu_session.py --out $OUT --budget 540 --phases train
-Rehearsal here (2026-12-04, a 2-core AMD EPYC: the six default phases all ended "ok" in 2.5 minutes
+Rehearsal here (2026-12-04, a 2-core AMD EPYC: the six default phases all ended "ok" in 2.7 minutes
 with this machine's costs cached; `--phases train --budget 600` runs the tiny training to its end in
 about 8). A CPU cannot record a CUDA graph: the fused phases run their rounds eagerly here:
   .venv/bin/python tools/gpu_session.py --device cpu --tiny --out /tmp/gpu-rehearsal --budget 600
 The first H200 run (2026-12-04) learned what the shares are now sized by: a fresh machine spends
 about 35 s measuring the cost model's costs in the first bench, eager `hf` takes about 10 s an
 answer, and the compiled bench needs more than 45 s for its first compilation.
+The second (2026-12-04): the machine's Python has huggingface_hub 1.x, and the transformers wheel
+that device-prep sends (5.25) needs 2.x, which needs httpx2 and more. Before the fourth run, send
+the whole closure: here, `.venv/bin/python -m pip freeze > /tmp/cons.txt`, then
+`.venv/bin/python -m pip download --only-binary=:all: --python-version 3.12 --implementation cp
+--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
+-c /tmp/cons.txt -d .dev/whl transformers==5.25.0 gguf==0.19.0` and remove numpy's wheel (the
+machine has numpy; 16 MB over a 64 MiB transfer); drop `.dev/shared/data/distill` unless the
+`train` phase runs. Begin the fourth run with `python3 -c "import flashspec"`: a missing module
+then costs seconds, not the phases.
 """
 
 import argparse, json, os, shutil, signal, subprocess, sys, tarfile, time
 from pathlib import Path
 
-PHASES = ("bench-fused", "bench-fused-compiled", "bench-fp32", "batch", "bench-compiled",
+PHASES = ("batch", "bench-fp32", "bench-fused-compiled", "bench-fused", "bench-compiled",
           "bench-bf16", "train")
 DEFAULT_PHASES = PHASES[:-1]  # training ran once (2026-12-04); name it to run it again
 # flashspec-adaptive-merged in bench-bf16: EAGLE-2's dynamic tree of 64 nodes with lookup chains,
@@ -95,40 +103,40 @@ def plan(a) -> dict:
     init = [] if a.fresh else ["--init", shipped()]
     fresh = [] if not a.fresh else ["--draft-vocab", 8192]
     steps = {
-        # the cost model's tree: this phase measures the eager costs (cached), the later benches
+        # the cost model's tree: the batch phase measures the eager costs (cached), the benches
         # read them, so all decode on one tree
         "bench-fused": (
             [bench("bench-fused", "bfloat16",
                    ["hf-static", "ar-fused", "flashspec-fused", "flashspec-fused-merged"],
                    limit=2 if tiny else 13)],
-            0.18),
+            0.07),
         "bench-fused-compiled": (
             [bench("bench-fused-compiled", "bfloat16",
                    ["hf-static", "ar-fused", "flashspec-fused-merged"], "--compile",
-                   limit=2 if tiny else 13)],
-            0.16),
+                   limit=2 if tiny else 26)],
+            0.20),
         "bench-compiled": (
             [bench("bench-compiled", "bfloat16", ["hf-static", "ar", "flashspec-merged"],
                    "--compile")],
-            0.10),
+            0.04),
         "bench-bf16": (
             [
                 bench(
                     "bench-bf16", "bfloat16",
                     ["hf-static", "ar", "flashspec", "flashspec-merged",
                      "flashspec-adaptive-merged"], *BEAM)],
-            0.08),
-        # a fixed tree: the check needs no cost measurement (24 s on a fresh machine); half the
-        # questions, since eager hf takes about 10 s an answer there
+            0.04),
+        # a fixed tree: the check needs no cost measurement (24 s on a fresh machine); fp32 hf
+        # took 3.5 s an answer in the second H200 run, the fused round 0.35 s
         "bench-fp32": (
-            [bench("bench-fp32", "float32", ["hf", "flashspec-merged", "flashspec-fused-merged"],
-                   "--depth", 4, "--width", 3, limit=max(1, n // 2))],
-            0.07),
+            [bench("bench-fp32", "float32", ["hf", "flashspec-fused", "flashspec-fused-merged"],
+                   "--depth", 4, "--width", 3, limit=2 if tiny else 13)],
+            0.12),
         "batch": (
             [
                 [sys.executable, __file__, "--batch-phase", o / "batch.json", "--device", dev]
                 + (["--tiny"] if tiny else [])],
-            0.08),
+            0.20),
         # the cache first, so that training's time limit is set from the time left after it
         "train": (
             [
