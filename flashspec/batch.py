@@ -12,15 +12,17 @@ from .models import check_supported, encode_chat
 from .draft import check_compatible
 from .tree import TreeConfig, compile_tree, batch_trees, tree_bias
 from .verify import Sampling, probs, verify_sampling
-from .kvcache import StaticKVCache, commit, bucket_slots
+from .kvcache import StaticKVCache, commit, bucket_slots, rows_view
 from .engine import make_forward, greedy_accept_batch, optimal_tree, expected_accepted
 from .engine import median_ms
 from .decode import Drafter, ModelDrafter, DecodeStats, check_prompt, check_room
 from .decode import prefill_prompt, end_round, _eos_set, _as_drafter
+from .decode import count_round, take_tokens
+from .fused import fused_tree, kept_round
 
 # %% auto #0
-__all__ = ['HEALTHY', 'Request', 'Result', 'drafter_factory', 'rows_view', 'acceptance_estimate', 'allocate_nodes',
-           'batch_forward_ms', 'padded_budget', 'BatchDecoder', 'generate_batch', 'Conversation', 'step_acceptance',
+__all__ = ['HEALTHY', 'Request', 'Result', 'drafter_factory', 'acceptance_estimate', 'allocate_nodes', 'batch_forward_ms',
+           'padded_budget', 'BatchDecoder', 'generate_batch', 'generate_fused_batch', 'Conversation', 'step_acceptance',
            'monitor', 'monitor_html', 'hf_generate_batched']
 
 # %% ../nbs/07e_batch.ipynb #945bb41f
@@ -77,16 +79,6 @@ def drafter_factory(draft, target):
         return lambda tree: _as_drafter(draft, tree, target)
     if callable(draft): return draft
     raise ValueError(f"Cannot make drafters from {type(draft).__name__}.")
-
-# %% ../nbs/07e_batch.ipynb #732cb183
-def rows_view(cache:StaticKVCache, lo:int, hi:int) -> StaticKVCache:
-    "Rows `lo..hi-1` of `cache` as a cache: views of its `(hi - lo, H, S, D)` buffers and lengths."
-    if not 0 <= lo < hi <= cache.batch_size:
-        raise ValueError(f"Rows {lo}..{hi - 1} are not in a cache of {cache.batch_size} rows.")
-    v = copy.copy(cache)
-    v.keys, v.values = [k[lo:hi] for k in cache.keys], [x[lo:hi] for x in cache.values]
-    v.lengths = cache.lengths[lo:hi]
-    return v
 
 # %% ../nbs/07e_batch.ipynb #62f24b90
 def acceptance_estimate(stats:DecodeStats, window:int=8, # the request's last rounds considered
@@ -410,6 +402,76 @@ def generate_batch(target, # the target causal LM
         for b in dec.step(budget, budget_window, streamer, budget_min_value):
             i = dec.rows[b].index
             results[i] = dec.finish(b, t_start)
+    return results
+
+# %% ../nbs/07e_batch.ipynb #fb000002
+@dataclass
+class _FusedLive:
+    "A request decoding in a row of a `FusedRound`."
+    index:int; request:Request; context:list; eos:set; stats:DecodeStats; t0:float; first:int
+    out:list=field(default_factory=list)
+
+@torch.no_grad()
+def generate_fused_batch(target, # the target causal LM (a family with a native forward)
+                         fd=None, # a `FeatureDraft`, or None (plain batched decoding, or chains)
+                         requests:list=(), # greedy `Request`s (or plain prompt id lists)
+                         batch_size:int=8, # rows: requests decoded at once; the others wait
+                         tree:TreeConfig|None=None, # every request's fixed tree
+                         chain:int=0, # a lookup chain of this many nodes beside each row's tree
+                         max_len:int|None=None, # slots per row (default: the largest request's)
+                         graph:bool|None=None, # one CUDA graph a round (default: on CUDA)
+                         compile:bool=False, # `torch.compile` the target's forward (`FusedRound`)
+                         streamer=None, # called as `streamer(request index, new tokens)`
+                        ) -> list[Result]:
+    """Greedy requests decoded together through one `FusedRound` of `batch_size` rows (continuous
+    batching): one `Result` per request, in order, each the target's own greedy output."""
+    t_start = time.perf_counter()
+    paths = () if fd is None else (tree or TreeConfig()).index_paths()
+    t = fused_tree(paths, chain)[0]
+    results, queue = [None] * len(requests), []
+    for i, req in enumerate(requests):
+        if not isinstance(req, Request): req = Request(list(req))
+        try:
+            if not req.sampling.greedy:
+                raise ValueError("The fused round decodes greedily: use generate_batch to sample.")
+            ids = check_prompt(target, req.input_ids, req.max_new_tokens)
+            if len(ids) < 2:
+                raise ValueError("The fused round needs a prompt of at least 2 tokens.")
+            need = check_room(target, len(ids), req.max_new_tokens, t.n_nodes, max_len)
+            queue.append((i, req, ids, need))
+        except ValueError as e:
+            results[i] = Result(req, error=str(e))
+    if not queue: return results
+    size = max_len or bucket_slots(max(q[3] for q in queue))
+    r = kept_round(target, fd, tree, size, chain, graph, compile, min(batch_size, len(queue)))
+    for b in range(r.B): r.stop(b)
+    rows, rounds, dev = [None] * r.B, 0, r.ar_m.device
+    while queue or any(x is not None for x in rows):
+        for b in range(r.B):  # waiting requests take the free rows
+            if rows[b] is not None or not queue: continue
+            i, req, ids, _ = queue.pop(0)
+            t0 = time.perf_counter()
+            r.start(ids.to(dev), b)
+            x = rows[b] = _FusedLive(
+                i, req, ids.tolist(), _eos_set(target, req.eos_token_id), DecodeStats(), t0, rounds)
+            x.stats.prefill_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        got = r.step([None if x is None else x.context for x in rows])
+        dt = time.perf_counter() - t0  # the whole round, all rows: shared
+        for b, x in enumerate(rows):
+            if x is None: continue
+            new, path = got[b]
+            x.stats.forward_s += dt; count_round(x.stats, t, path)
+            sink = None if streamer is None else (lambda new, i=x.index: streamer(i, new))
+            new, done = take_tokens(new, x.out, x.request.max_new_tokens, x.eos, sink)
+            x.context += new
+            if not done: continue
+            now = time.perf_counter()
+            x.stats.new_tokens, x.stats.total_s = len(x.out), now - x.t0
+            results[x.index] = Result(x.request, x.out, x.stats, row=b, rounds=(x.first, rounds),
+                                      latency_s=now - t_start)
+            r.stop(b); rows[b] = None
+        rounds += 1
     return results
 
 # %% ../nbs/07e_batch.ipynb #039a3b71

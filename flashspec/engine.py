@@ -159,7 +159,7 @@ class NativeForward:
     @torch.no_grad()
     def __call__(self, cache:StaticKVCache, tokens:torch.Tensor, # (B, T)
                  positions:torch.Tensor, # (B, T) position ids
-                 slots:torch.Tensor, # (T,) KV slots written (same for every row)
+                 slots:torch.Tensor, # (T,) KV slots written (the same for every row), or (B, T)
                  bias:torch.Tensor, # (B, 1, T, max_len) additive attention bias
                  layers:tuple=(), # hidden-state indices to return (concatenated)
                  # (R,) positions whose logits are computed (default: all)
@@ -182,6 +182,9 @@ class NativeForward:
             self.model.config._attn_implementation, eager_attention_forward)
         B, T = tokens.shape
         lin, head_lin = Products.lin(wx), Products.lin(head_wx)
+        # K/V written at one slot list for every row (T,), or at each row's own (B, T)
+        if slots.dim() == 1: put = lambda buf, x: buf.index_copy_(2, slots, x)
+        else: put = lambda buf, x: buf.scatter_(2, slots[:, None, :, None].expand_as(x), x)
         x = self.embed(tokens)                                               # (B, T, d)
         cos, sin = self.rotary(x, positions)
         got = {}  # hidden-state index -> (B, T, d), as Hugging Face's `hidden_states[index]`
@@ -196,8 +199,7 @@ class NativeForward:
             if hasattr(a, "q_norm"): q, k = a.q_norm(q), a.k_norm(k)
             # (B, H, T, hd)
             q, k = apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
-            cache.keys[i].index_copy_(2, slots, k)
-            cache.values[i].index_copy_(2, slots, v.transpose(1, 2))
+            put(cache.keys[i], k); put(cache.values[i], v.transpose(1, 2))
             # (B, T, H, hd)
             o, _ = attn(a, q, cache.keys[i], cache.values[i], bias, dropout=0.0, scaling=a.scaling)
             x = x + lin(a.o_proj, o.reshape(B, T, -1))
@@ -235,21 +237,27 @@ class TreeInputs:
 
     def __call__(self, n:int|torch.Tensor):
         """`(bias (1, 1, N, S), positions (1, N), slots (N,))` for a tree whose root sits at slot
-        `n` (= committed tokens)."""
-        if int(n) + self.N > self.S:
+        `n` (= committed tokens); `n` of shape (B,): one tree per row (see `build`)."""
+        most = int(torch.as_tensor(n).max())
+        if most + self.N > self.S:
             raise ValueError(
-                f"A tree of {self.N} nodes after {int(n)} tokens does not fit in {self.S} slots.")
+                f"A tree of {self.N} nodes after {most} tokens does not fit in {self.S} slots.")
         return self.build(n)
 
     def build(self, n:int|torch.Tensor):
         """`__call__` without the room check: tensor ops only, so `n` may be a device scalar inside
-        a captured graph (no copy to the host)."""
-        rel = self.arange_s - n  # (S,) slot relative to the root
+        a captured graph (no copy to the host). `n` of shape (B,): one tree per row, each after its
+        own `n[b]` tokens, `(bias (B, 1, N, S), positions (B, N), slots (B, N))`."""
+        rows = isinstance(n, torch.Tensor) and n.dim() == 1
+        nb = n[:, None] if rows else n  # (B, 1), or a scalar
+        rel = self.arange_s - nb  # (S,) or (B, S): slot relative to the root
         inside = (rel >= 0) & (rel < self.N)
-        # (N, S)
-        allowed = (rel < 0)[None, :] | (self.mask[:, rel.clamp(0, self.N - 1)] & inside[None, :])
-        bias = torch.zeros(self.N, self.S, dtype=self.dtype, device=self.mask.device).masked_fill_(
+        # (N, S) or (B, N, S): mask[:, rel] is (N, S) or (N, B, S)
+        tree = self.mask[:, rel.clamp(0, self.N - 1)].movedim(0, -2)
+        allowed = (rel < 0)[..., None, :] | (tree & inside[..., None, :])
+        bias = torch.zeros(allowed.shape, dtype=self.dtype, device=self.mask.device).masked_fill_(
             ~allowed, self.min)
+        if rows: return bias[:, None], nb + self.depth, nb + self.arange_n
         return bias[None, None], (n + self.depth)[None], n + self.arange_n
 
 # %% ../nbs/05a_engine.ipynb #079c21ee

@@ -8,14 +8,14 @@ import time
 import torch
 import torch.nn.functional as F
 from .tree import Tree, TreeConfig, compile_tree
-from .kvcache import StaticKVCache, bucket_slots
+from .kvcache import StaticKVCache, bucket_slots, rows_view
 from .engine import make_forward, NativeForward, TreeInputs, accept_tensors
 from .engine import allow_recompiles
 from .decode import PromptLookupDrafter, DecodeStats, check_prompt, check_room
 from .decode import prefill_prompt, _eos_set, count_round, take_tokens
 
 # %% auto #0
-__all__ = ['fused_tree', 'level_plan', 'FusedRound', 'draft_levels', 'fused_round', 'generate_fused']
+__all__ = ['fused_tree', 'level_plan', 'FusedRound', 'draft_levels', 'fused_round', 'kept_round', 'generate_fused']
 
 # %% ../nbs/07d_fused.ipynb #f0000007
 def fused_tree(paths:tuple, # the drafter's index paths (root excluded): `TreeConfig.index_paths()`
@@ -45,8 +45,8 @@ def level_plan(tree:Tree, own:list[int]) -> list[tuple]:
 
 # %% ../nbs/07d_fused.ipynb #f0000013
 class FusedRound:
-    """A fixed tree's greedy rounds on buffers allocated once (`fused_round`); on CUDA recorded as
-    one graph, replayed each round."""
+    """A fixed tree's greedy rounds for `batch_size` rows (a request each) on buffers allocated once
+    (`fused_round`); on CUDA recorded as one graph, replayed each round."""
     def __init__(self, target, # the target causal LM (a family with a native forward)
                  fd=None, # a `FeatureDraft`; None: no drafter (plain decoding, or the chain alone)
                  tree:Tree|TreeConfig|None=None, # the drafter's tree (default `TreeConfig()`)
@@ -56,6 +56,7 @@ class FusedRound:
                  # `torch.compile` the target's forward (inductor's fused kernels; on CUDA inside
                  # the round's graph, so without inductor's own graphs)
                  compile:bool=False,
+                 batch_size:int=1, # rows: requests decoded together, one per row (`start`)
                 ):
         fwd = make_forward(target, "native")
         if not isinstance(fwd, NativeForward):
@@ -65,6 +66,7 @@ class FusedRound:
             raise ValueError(
                 f"The fused round drafts with a FeatureDraft, not {type(fd).__name__}.")
         if chain < 0: raise ValueError(f"chain must be >= 0, got {chain}.")
+        if batch_size < 1: raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
         if fd is None: paths = ()
         elif isinstance(tree, Tree): paths = tree.paths
         else: paths = (tree or TreeConfig()).index_paths()
@@ -73,30 +75,33 @@ class FusedRound:
         self.graph = dev.type == "cuda" if graph is None else graph
         if self.graph and dev.type != "cuda": raise ValueError("graph=True needs a CUDA target.")
         self.target, self.fd, self.fwd, self.max_len, self.C = target, fd, fwd, max_len, chain
-        # one shape (N nodes over max_len slots) compiled once, in the first round; every tree
-        # and cache size a process meets adds one to the same function's graphs
+        # one shape (B rows of N nodes over max_len slots) compiled once, in the first round; every
+        # tree, batch and cache size a process meets adds one to the same function's graphs
         if compile: allow_recompiles()
         self.run = torch.compile(fwd.run, dynamic=False) if compile else fwd.run
         self.tree, self.own, chain_nodes = fused_tree(paths, chain)
-        N, D = self.tree.n_nodes, self.tree.max_depth
-        self.N, self.D, self.M = N, D, D + 1  # M: rows a round commits at most
-        self.cache = StaticKVCache(target, max_len)
+        B, N, D = batch_size, self.tree.n_nodes, self.tree.max_depth
+        self.B, self.N, self.D, self.M = B, N, D, D + 1  # M: rows a round commits at most
+        self.cache = StaticKVCache(target, max_len, B)
         self.tti = TreeInputs(self.tree, max_len, dev, dt)
         self.layers = () if fd is None else tuple(fd.layers)
-        self.wx = fwd.form(N) == "wx"  # the product form for N rows, chosen once
+        self.wx = fwd.form(B * N) == "wx"  # the product form for B x N rows, chosen once
         self.ar_m = torch.arange(self.M, device=dev)
-        # the state a round reads and writes in place (addresses fixed for the graph)
-        self.n = torch.zeros((), dtype=torch.long, device=dev)  # committed tokens
-        self.m = torch.ones((), dtype=torch.long, device=dev)  # pending rows
-        self.ftoks = torch.zeros(self.M, dtype=torch.long, device=dev)  # their next tokens
-        self.res = torch.zeros(2 * self.M + 1, dtype=torch.long, device=dev)
-        self.chain = torch.zeros(chain, dtype=torch.long, device=dev)  # set by the host
+        # the state a round reads and writes in place (addresses fixed for the graph); a row
+        # without a request idles at 2 tokens (every index it makes stays in range), never advances
+        self.n = torch.full((B,), 2, dtype=torch.long, device=dev)  # committed tokens
+        self.m = torch.ones(B, dtype=torch.long, device=dev)  # pending rows
+        self.live = torch.zeros(B, dtype=torch.bool, device=dev)  # rows decoding a request
+        self.ftoks = torch.zeros(B, self.M, dtype=torch.long, device=dev)  # their next tokens
+        self.res = torch.zeros(B, 2 * self.M + 1, dtype=torch.long, device=dev)
+        self.chain = torch.zeros(B, chain, dtype=torch.long, device=dev)  # set by the host
         self.chain_idx = torch.tensor(chain_nodes, dtype=torch.long, device=dev)
         self.lookup = PromptLookupDrafter(depth=chain, max_ngram=4, min_ngram=3) if chain else None
+        self.n_host = [0] * B  # committed tokens of the live rows, on the host (0: idle)
         if fd is not None:
-            self.feats = torch.zeros(self.M, len(self.layers) * fd.d, dtype=dt, device=dev)
+            self.feats = torch.zeros(B, self.M, len(self.layers) * fd.d, dtype=dt, device=dev)
             S = max_len + N + self.M  # room for the pending rows past the last tree
-            self.K = torch.zeros(1, fd.Hkv, S, fd.hd, dtype=dt, device=dev)
+            self.K = torch.zeros(B, fd.Hkv, S, fd.hd, dtype=dt, device=dev)
             self.V = torch.zeros_like(self.K)
             self.dti = TreeInputs(self.tree, S, dev, dt)
             self.plan = level_plan(self.tree, self.own)
@@ -106,84 +111,107 @@ class FusedRound:
             self.parent = self.tree.parent.tolist()
         self._graph = None
 
-    def attend(self, q, bias):  # q (1, H, T, hd), bias (1, 1, T, S) -> (1, H, T, hd)
+    def attend(self, q, bias):  # q (B, H, T, hd), bias (B, 1, T, S) -> (B, H, T, hd)
         "The drafter's attention over its own cache."
         return F.scaled_dot_product_attention(
             q, self.K, self.V, attn_mask=bias, enable_gqa=self.fd.H != self.fd.Hkv)
 
+
 # %% ../nbs/07d_fused.ipynb #f0000012
+def _put(buf, slots, x):  # buf (B, H, S, hd) <- x (B, H, T, hd) at each row's slots (B, T)
+    buf.scatter_(2, slots[:, None, :, None].expand_as(x), x)
+
+def _take(x, idx):  # x (B, H, S, hd), idx (B, T) -> (B, H, T, hd): each row's own entries
+    return x.gather(2, idx[:, None, :, None].expand(-1, x.shape[1], -1, x.shape[3]))
+
 @torch.no_grad()
-def draft_levels(r:FusedRound, toks:torch.Tensor, # (N,) the round's tokens, the root's set
+def draft_levels(r:FusedRound, toks:torch.Tensor, # (B, N) the round's tokens, the roots set
                 ) -> torch.Tensor:
-    "The tree's tokens (N,) with the drafter's nodes filled, level by level, all on the device."
+    "The tree's tokens (B, N) with the drafter's nodes filled, level by level, all on the device."
     fd, n, m = r.fd, r.n, r.m
-    p0 = n - 1 - m  # the pending rows' first entry (entry p pairs feature p with token p + 1)
-    slots = p0 + r.ar_m                                                       # (M,)
-    g = fd.lin(fd.fc, r.feats[None])                                          # (1, M, d)
-    q, k, v = fd.qkv(g, r.ftoks[None], slots[None])
-    r.K.index_copy_(2, slots, k); r.V.index_copy_(2, slots, v)
-    last = (m - 1).view(1)  # the root's producer: the newest pending row
-    bias, pos, dslots = r.dti.build(n - 2)                     # (1, 1, N, S), (1, N), (N,)
-    root = fd.finish(g.index_select(1, last), r.attend(q.index_select(2, last), bias[:, :, :1]))
-    outs = {0: root}                                                          # (1, 1, d)
-    logits = fd.logits(outs[0])[0]                                            # (1, S_vocab)
+    p0 = n - 1 - m  # (B,) the pending rows' first entry (entry p pairs feature p with token p + 1)
+    slots = p0[:, None] + r.ar_m                                              # (B, M)
+    g = fd.lin(fd.fc, r.feats)                                                # (B, M, d)
+    q, k, v = fd.qkv(g, r.ftoks, slots)
+    _put(r.K, slots, k); _put(r.V, slots, v)
+    last = (m - 1)[:, None]  # (B, 1) the root's producer: each row's newest pending row
+    bias, pos, dslots = r.dti.build(n - 2)                     # (B, 1, N, S), (B, N), (B, N)
+    root = fd.finish(g.gather(1, last[..., None].expand(-1, -1, g.shape[2])),
+                     r.attend(_take(q, last), bias[:, :, :1]))
+    outs = {0: root}                                                          # (B, 1, d)
+    logits = fd.logits(root)                                                  # (B, 1, S_vocab)
     for d, (_, c, *_) in enumerate(r.plan):  # c: the most children a parent at level d has
-        top = logits.topk(c, -1).indices                                      # (P, c)
-        toks = toks.index_copy(0, r.kids[d], fd.vocab[top[r.rows[d], r.ranks[d]]])
+        top = logits.topk(c, -1).indices                                      # (B, P, c)
+        toks = toks.index_copy(1, r.kids[d], fd.vocab[top[:, r.rows[d], r.ranks[d]]])
         if d + 1 == len(r.plan): break
         nxt, nt = r.plan[d + 1][0], r.pars[d + 1]  # the next level's parents: their outputs
-        gl = torch.cat([outs[r.parent[i]] for i in nxt], 1)                   # (1, L, d)
-        q, k, v = fd.qkv(gl, toks[nt][None], pos[:, nt])
-        r.K.index_copy_(2, dslots[nt], k); r.V.index_copy_(2, dslots[nt], v)
-        o = fd.finish(gl, r.attend(q, bias[:, :, nt]))                        # (1, L, d)
+        gl = torch.cat([outs[r.parent[i]] for i in nxt], 1)                   # (B, L, d)
+        q, k, v = fd.qkv(gl, toks[:, nt], pos[:, nt])
+        _put(r.K, dslots[:, nt], k); _put(r.V, dslots[:, nt], v)
+        o = fd.finish(gl, r.attend(q, bias[:, :, nt]))                        # (B, L, d)
         for j, i in enumerate(nxt): outs[i] = o[:, j:j + 1]
-        logits = fd.logits(o)[0]                                              # (L, S_vocab)
+        logits = fd.logits(o)                                                 # (B, L, S_vocab)
     return toks
 
 @torch.no_grad()
 def fused_round(r:FusedRound) -> None:
-    """One round on `r`'s buffers: `r.res` = the new tokens (D+1, the first `k+1` real), `k+1`, the
-    accepted path (D+1)."""
+    """One round on `r`'s buffers: per row, `r.res[b]` = the new tokens (D+1, the first `k+1` real),
+    `k+1`, the accepted path (D+1). Rows without a request run too, and change nothing."""
     n, m, N, M, ti = r.n, r.m, r.N, r.M, r.tti
-    root = r.ftoks.index_select(0, (m - 1).view(1))                          # (1,) the last bonus
-    toks = torch.cat([root, root.new_zeros(N - 1)])                          # (N,)
+    root = r.ftoks.gather(1, (m - 1)[:, None])                               # (B, 1) last bonus
+    toks = torch.cat([root, root.new_zeros(r.B, N - 1)], 1)                  # (B, N)
     if r.fd is not None: toks = draft_levels(r, toks)
-    if r.C: toks = toks.index_copy(0, r.chain_idx, r.chain)
-    bias, pos, slots = ti.build(n - 1)  # the root at slot n - 1
-    logits, feats = r.run(r.cache, toks[None], pos, slots, bias, r.layers, None, r.wx, r.wx)
+    if r.C: toks = toks.index_copy(1, r.chain_idx, r.chain)
+    bias, pos, slots = ti.build(n - 1)  # each row's root at its slot n - 1
+    logits, feats = r.run(r.cache, toks, pos, slots, bias, r.layers, None, r.wx, r.wx)
+    rows = lambda t: t.expand(r.B, *t.shape)  # the tree's (N, ...) tensors, one per row
     order, bonus, deep = accept_tensors(
-        ti.mask[None], ti.depth[None], ti.parent[None], ti.real[None], toks[None], logits)
-    # (M,) the path's nodes, then the last node repeated: slots past the committed ones, rewritten
-    # before they are read
-    path = order[0, :M].clamp(max=N - 1)
-    src, dst = n - 1 + path, n - 1 + r.ar_m
-    for buf in r.cache.keys + r.cache.values: buf.index_copy_(2, dst, buf.index_select(2, src))
-    k = deep[0]
-    new = torch.where(r.ar_m == k, bonus, torch.cat([toks[path[1:]], bonus]))  # (M,) bonus at k
-    if r.fd is not None: r.feats.copy_(feats[0, path])
-    r.ftoks.copy_(new); r.m.copy_(k + 1); r.n.add_(k + 1)
-    r.res[:M].copy_(new); r.res[M].copy_(k + 1); r.res[M + 1:].copy_(path)
+        rows(ti.mask), rows(ti.depth), rows(ti.parent), rows(ti.real), toks, logits)
+    # (B, M) the path's nodes, then the last node repeated: slots past the committed ones,
+    # rewritten before they are read
+    path = order[:, :M].clamp(max=N - 1)
+    src, dst = (n - 1)[:, None] + path, (n - 1)[:, None] + r.ar_m
+    for buf in r.cache.keys + r.cache.values: _put(buf, dst, _take(buf, src))
+    k = deep                                                                  # (B,)
+    nxt = torch.cat([toks.gather(1, path[:, 1:]), bonus[:, None]], 1)          # (B, M)
+    new = torch.where(r.ar_m == k[:, None], bonus[:, None], nxt)              # bonus at k
+    if r.fd is not None:  # (B, M, F) the features of each row's path
+        r.feats.copy_(feats.gather(1, path[..., None].expand(-1, -1, feats.shape[2])))
+    r.ftoks.copy_(new)
+    r.m.copy_(torch.where(r.live, k + 1, r.m)); r.n.add_(torch.where(r.live, k + 1, 0))
+    r.res[:, :M].copy_(new); r.res[:, M].copy_(k + 1); r.res[:, M + 1:].copy_(path)
+
 
 # %% ../nbs/07d_fused.ipynb #f0000014
 @torch.no_grad()
-def _start(self, ids:torch.Tensor) -> None:
-    "A new request: prefill `ids[:-1]` (at least 2 tokens in all) and set the state for its rounds."
+def _start(self, ids:torch.Tensor, # (L,) the prompt, L >= 2
+           row:int=0, # a row without a request (see `stop`)
+          ) -> None:
+    """A new request in `row`: prefill `ids[:-1]` into that row alone, and set its state for its
+    rounds."""
     L, dev, fd = len(ids), self.ar_m.device, self.fd
+    if not 0 <= row < self.B: raise ValueError(f"Row {row} is not in a batch of {self.B}.")
+    if self.n_host[row]: raise ValueError(f"Row {row} is busy.")
     if L < 2: raise ValueError("The fused round needs a prompt of at least 2 tokens.")
     if L + self.N > self.max_len:
         raise ValueError(f"A prompt of {L} tokens and a tree of {self.N} need more than "
                          f"{self.max_len} slots.")
-    self.cache.lengths.zero_()
-    feats = prefill_prompt(self.fwd, self.cache, ids, self.layers, self.cache.keys[0].dtype)
-    self.n.fill_(L); self.m.fill_(1); self.ftoks[0] = int(ids[-1])
-    self.n_host = L  # the same count, kept on the host for the room check
+    view = rows_view(self.cache, row, row + 1)
+    view.lengths.zero_()
+    feats = prefill_prompt(self.fwd, view, ids, self.layers, self.cache.keys[0].dtype)
+    self.n[row], self.m[row], self.ftoks[row, 0], self.live[row] = L, 1, int(ids[-1]), True
+    self.n_host[row] = L  # the same count, kept on the host for the room check
     if fd is not None:
         if L > 2:  # entries 0 .. L - 3 here; entry L - 2 (the root's) is the first round's
             g = fd.lin(fd.fc, feats[None, :L - 2])
             _, k, v = fd.qkv(g, ids[None, 1:L - 1].to(dev), torch.arange(L - 2, device=dev)[None])
-            self.K[:, :, :L - 2], self.V[:, :, :L - 2] = k, v
-        self.feats[0] = feats[L - 2]
+            self.K[row, :, :L - 2], self.V[row, :, :L - 2] = k[0], v[0]
+        self.feats[row, 0] = feats[L - 2]
     if self.graph and self._graph is None: self._record()
+
+def _stop(self, row:int) -> None:
+    "Free `row`: it idles (at 2 tokens, every index in range) until `start` gives it a request."
+    self.n[row], self.m[row], self.live[row], self.n_host[row] = 2, 1, False, 0
 
 def _state(self) -> list:
     "The state tensors a round rewrites (the caches aside)."
@@ -207,28 +235,51 @@ def _record(self) -> None:
     # recording runs no kernel: the state stays as the dry run left it
     with torch.cuda.graph(self._graph): fused_round(self)
 
-def _step(self, context:list[int]|None=None, # the committed tokens (read by the chain's lookup)
-         ) -> tuple[list[int], list[int]]:
-    "One round: `(new tokens: the accepted drafted ones, then the bonus; the accepted path)`."
+def _step(self, contexts:list|None=None, # per row: its committed tokens (the chain's lookup)
+         ) -> list:
+    """One round of every row: per row, `(new tokens: the accepted drafted ones, then the bonus;
+    the accepted path)`, or None for a row without a request."""
+    live = [b for b in range(self.B) if self.n_host[b]]
     # a write past the buffers would be a device-side fault on CUDA: refused here instead
-    if self.n_host - 1 + self.N > self.max_len:
-        raise ValueError(f"No room for another round: {self.n_host} tokens and a tree of {self.N}"
-                         f" in {self.max_len} slots.")
+    for b in live:
+        if self.n_host[b] - 1 + self.N > self.max_len:
+            raise ValueError(f"No room for another round: {self.n_host[b]} tokens and a tree of "
+                             f"{self.N} in {self.max_len} slots (row {b}).")
     if self.C:
-        cont = self.lookup.propose(torch.tensor(context), None).tokens[1:].tolist()
-        cont = cont or context[-1:]  # no match: a filler
-        self.chain.copy_(torch.tensor((cont + cont[-1:] * self.C)[:self.C]))
+        chains = [[0] * self.C] * self.B
+        for b in live:
+            ctx = contexts[b]
+            cont = self.lookup.propose(torch.tensor(ctx), None).tokens[1:].tolist()
+            cont = cont or ctx[-1:]  # no match: a filler
+            chains[b] = (cont + cont[-1:] * self.C)[:self.C]
+        self.chain.copy_(torch.tensor(chains))
     if self._graph is not None: self._graph.replay()
     else: fused_round(self)
     res = self.res.tolist()  # the one copy to the host
-    k = res[self.M]
-    self.n_host += k
-    return res[:k], res[self.M + 1:self.M + 1 + k]
+    out = [None] * self.B
+    for b in live:
+        k = res[b][self.M]
+        self.n_host[b] += k
+        out[b] = (res[b][:k], res[b][self.M + 1:self.M + 1 + k])
+    return out
 
-FusedRound.start, FusedRound._state, FusedRound.dry_run = _start, _state, _dry_run
-FusedRound._record, FusedRound.step = _record, _step
+FusedRound.start, FusedRound.stop, FusedRound._state = _start, _stop, _state
+FusedRound.dry_run, FusedRound._record, FusedRound.step = _dry_run, _record, _step
+
 
 # %% ../nbs/07d_fused.ipynb #f0000015
+def kept_round(target, fd, tree:TreeConfig|None, max_len:int, chain:int, graph:bool|None,
+               compile:bool, batch_size:int=1) -> FusedRound:
+    """The `FusedRound` of these arguments with at least `max_len` slots, kept with the target (made
+    on the first call): its graph is recorded once."""
+    kept = target.__dict__.setdefault("_flashspec_fused", {})
+    paths = () if fd is None else (tree or TreeConfig()).index_paths()
+    key = (id(fd), paths, chain, graph, compile, batch_size)
+    r = kept.get(key)
+    if r is None or r.max_len < max_len:  # (r holds fd: its id is not reused while r lives)
+        r = kept[key] = FusedRound(target, fd, tree, max_len, chain, graph, compile, batch_size)
+    return r
+
 @torch.no_grad()
 def generate_fused(target, # the target causal LM (a family with a native forward)
                    fd=None, # a `FeatureDraft`, or None (plain decoding, or `chain` alone)
@@ -250,20 +301,14 @@ def generate_fused(target, # the target causal LM (a family with a native forwar
     paths = () if fd is None else (tree or TreeConfig()).index_paths()
     t = fused_tree(paths, chain)[0]
     need = bucket_slots(check_room(target, len(ids), max_new_tokens, t.n_nodes, None))
-    max_len = max(need, max_len or 0)
-    # one per drafter, tree and chain, kept with the target: its graph is recorded once
-    kept = target.__dict__.setdefault("_flashspec_fused", {})
-    key = (id(fd), paths, chain, graph, compile)
-    r = kept.get(key)
-    if r is None or r.max_len < max_len:  # (r holds fd: its id is not reused while r lives)
-        r = kept[key] = FusedRound(target, fd, tree, max_len, chain, graph, compile)
+    r = kept_round(target, fd, tree, max(need, max_len or 0), chain, graph, compile)
     eos, stats = _eos_set(target, eos_token_id), DecodeStats()
-    r.start(ids.to(r.ar_m.device))
+    r.stop(0); r.start(ids.to(r.ar_m.device))
     stats.prefill_s = time.perf_counter() - t_start
     out, context = [], ids.tolist()
     while len(out) < max_new_tokens:
         t0 = time.perf_counter()
-        new, path = r.step(context)
+        new, path = r.step([context])[0]
         stats.forward_s += time.perf_counter() - t0  # the whole round: one graph, not split
         count_round(stats, t, path)
         new, done = take_tokens(new, out, max_new_tokens, eos, streamer)

@@ -4,13 +4,15 @@
 
 # %% ../nbs/05_kvcache.ipynb #bd08edbf
 from __future__ import annotations
+import copy
 import torch
 from transformers.cache_utils import Cache
 from .models import check_supported
 from .tree import TreeBatch, batch_trees, tree_bias
 
 # %% auto #0
-__all__ = ['SLOT_STEP', 'StaticKVCache', 'forward', 'causal_bias', 'append', 'tree_step', 'commit', 'prefill', 'bucket_slots']
+__all__ = ['SLOT_STEP', 'StaticKVCache', 'rows_view', 'forward', 'causal_bias', 'append', 'tree_step', 'commit', 'prefill',
+           'bucket_slots']
 
 # %% ../nbs/05_kvcache.ipynb #23c5e9c1
 class StaticKVCache(Cache):
@@ -60,6 +62,16 @@ class StaticKVCache(Cache):
     def nbytes(self) -> int:
         "Memory held by the buffers."
         return sum(t.numel() * t.element_size() for t in self.keys + self.values)
+
+# %% ../nbs/05_kvcache.ipynb #5c0a1e11
+def rows_view(cache:StaticKVCache, lo:int, hi:int) -> StaticKVCache:
+    "Rows `lo..hi-1` of `cache` as a cache: views of its `(hi - lo, H, S, D)` buffers and lengths."
+    if not 0 <= lo < hi <= cache.batch_size:
+        raise ValueError(f"Rows {lo}..{hi - 1} are not in a cache of {cache.batch_size} rows.")
+    v = copy.copy(cache)
+    v.keys, v.values = [k[lo:hi] for k in cache.keys], [x[lo:hi] for x in cache.values]
+    v.lengths = cache.lengths[lo:hi]
+    return v
 
 # %% ../nbs/05_kvcache.ipynb #47d3e222
 @torch.no_grad()

@@ -16,11 +16,13 @@ it here with `tar xzf gpu-session.tgz` (a folder `gpu-session/`).
 
 Phases (`--phases`; by default all but `train`, in this order; what the last run left owed first):
   batch        issue 14: 16 requests at batch 8 and 16 in bf16: Hugging Face's batched `generate`
-               with its static cache (left-padded) against flashspec's plain batched decoding, the
-               cost model's tree and per-request budgets (`generate_batch`); tokens/s, and outputs
-               compared with Hugging Face's. It measures the cost model's costs on a fresh machine
-               (about 25 s, cached for the later phases). Its 65 s share in the second H200 run
-               ended before its first row
+               with its static cache (left-padded) against the fused round's batches
+               (`generate_fused_batch`: plain, the cost model's tree; at batch 8 also compiled) and,
+               at batch 8, the eager loop (`generate_batch`: the tree, per-request budgets);
+               tokens/s, first calls, and outputs compared with Hugging Face's, a JSON rewritten
+               after every row. It measures the cost model's costs on a fresh machine (about 25 s,
+               cached for the later phases). Its 65 s share in the second H200 run (the eager loop
+               then) ended before its first row
   bench-fp32   lossless on the GPU: hf against the fused round (flashspec-fused and
                flashspec-fused-merged, the graph) in fp32, token for token, 13 questions on a fixed
                tree (no cost measurement); the second H200 run checked 2
@@ -170,52 +172,63 @@ def hf_batched(model, prompts:list, B:int, n:int, slots:int) -> tuple[list, floa
     return outs, secs
 
 def batch_phase(path:Path, device:str, tiny:bool):
-    """Issue 14's batch table on this device, bf16: Hugging Face batched static against
-    `generate_batch`."""
+    """Issue 14's batch table on this device, bf16: Hugging Face batched static against the fused
+    round's batches (`generate_fused_batch`) and, at the first batch size, `generate_batch`."""
     import datetime, torch
     from flashspec.models import load_target, encode_chat, hardware
     from flashspec.data import read_prompts
     from flashspec.eagle import load_shipped_drafter
     from flashspec.engine import auto_tree
-    from flashspec.batch import generate_batch, Request
+    from flashspec.batch import generate_batch, generate_fused_batch, Request
     from flashspec.kvcache import bucket_slots
     target, tok = load_target(dtype=torch.bfloat16, device=device)
     draft = load_shipped_drafter(target)
     qs = read_prompts(limit=4 if tiny else 16)
     ids, n = [encode_chat(tok, q["turns"][:1]) for q in qs], 8 if tiny else 64
     tree = auto_tree(target, draft)[0]
-    def fs(B, d, t=None, budget=None):
-        reqs = [Request(p, n, category=q["category"], id=q["question_id"]) for p, q in zip(ids, qs)]
-        t0 = time.perf_counter()
-        res = generate_batch(target, d, reqs, batch_size=B, tree=t, node_budget=budget)
-        return [r.tokens for r in res], time.perf_counter() - t0
+    nodes = len(tree.index_paths()) + 1
+    reqs = lambda: [Request(p, n, category=q["category"], id=q["question_id"])
+                    for p, q in zip(ids, qs)]
     # one cache size for every batch; Hugging Face compiles once per batch size (on CUDA), so each
-    # size is warmed up on one batch of a few tokens before it is timed
-    slots = bucket_slots(max(map(len, ids)) + n)
-    fs(1, draft, tree)  # warm-up
+    # size is warmed up on one batch of a few tokens before it is timed; the fused round records
+    # its graph (and compiles) on its first call, warmed up the same way
+    slots = bucket_slots(max(map(len, ids)) + n + nodes)
+    def timed(call):
+        t0 = time.perf_counter(); res = call()
+        return [r.tokens for r in res], time.perf_counter() - t0
+    def fused(B, d, compile=False):
+        call = lambda rs: generate_fused_batch(target, d, rs, batch_size=B, tree=tree,
+                                               max_len=slots, compile=compile)
+        t0 = time.perf_counter(); call([Request(p, 4) for p in ids[:B]])
+        first[f"fused {'tree' if d else 'plain'}{' compiled' if compile else ''}, B={B}"] = (
+            time.perf_counter() - t0)
+        return timed(lambda: call(reqs()))
+    def eager(B, budget=None):
+        return timed(lambda: generate_batch(target, draft, reqs(), batch_size=B, tree=tree,
+                                            node_budget=budget))
     rows, first = [], {}
-    # batch 1 is the bench phases' (issue 14 asks for batch 8)
-    for B in ((1, 2) if tiny else (8, 16)):
+    def row(B, name, got, ref):
+        outs, sec = got
+        rows.append(dict(B=B, method=name, tokens_per_s=sum(map(len, outs)) / sec,
+                         same_as_hf=sum(o == r for o, r in zip(outs, ref)), requests=len(outs)))
+        print(json.dumps(rows[-1]), flush=True)
+        path.write_text(json.dumps(dict(
+            label=(f"{datetime.date.today()}, {hardware(device)}, bf16, SmolLM2-135M-Instruct, "
+                   f"shipped feature drafter, {len(ids)} Spec-Bench first turns, {n} new tokens,"
+                   f" the cost model's tree ({nodes} nodes)"),
+            first_call_s=first, rows=rows), indent=1))  # rewritten after every row
+    sizes = (1, 2) if tiny else (8, 16)
+    for B in sizes:  # batch 1 is the bench phases' (issue 14 asks for batch 8)
         t0 = time.perf_counter(); hf_batched(target, ids[:B], B, 4, slots)
-        first[B] = time.perf_counter() - t0
-        ref, sec = hf_batched(target, ids, B, n, slots)
-        runs = {
-            "hf-static, left-padded": (ref, sec), "flashspec plain": fs(B, None),
-            f"flashspec cost-model tree ({len(tree.index_paths()) + 1} nodes)": fs(B, draft, tree),
-            "flashspec per-request budgets, measured": fs(B, draft, tree, "auto")}
-        for name, (outs, sec) in runs.items():
-            rows.append(dict(B=B, method=name, tokens_per_s=sum(map(len, outs)) / sec,
-                             same_as_hf=sum(o == r for o, r in zip(outs, ref)), requests=len(outs)))
-            print(json.dumps(rows[-1]), flush=True)
-    path.write_text(
-        json.dumps(
-            dict(
-                label=(
-                    f"{datetime.date.today()}, {hardware(device)}, bf16, SmolLM2-135M-Instruct, "
-                    f"shipped feature drafter, {len(ids)} Spec-Bench first turns, {n} new tokens"),
-                hf_static_first_call_s=first,
-                rows=rows),
-            indent=1))
+        first[f"hf-static, B={B}"] = time.perf_counter() - t0
+        ref = hf_batched(target, ids, B, n, slots)
+        row(B, "hf-static, left-padded", ref, ref[0])
+        row(B, "flashspec fused, plain", fused(B, None), ref[0])
+        row(B, "flashspec fused, tree", fused(B, draft), ref[0])
+        if B != sizes[0]: continue
+        row(B, "flashspec fused, tree, compiled", fused(B, draft, compile=True), ref[0])
+        row(B, "flashspec eager loop, tree", eager(B), ref[0])
+        row(B, "flashspec eager loop, per-request budgets", eager(B, "auto"), ref[0])
 
 def pack(work:Path, out:Path):
     """Pack `work` into `out`/gpu-session.tgz (written beside, then renamed: a kill mid-write leaves
