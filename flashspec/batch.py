@@ -18,7 +18,7 @@ from .engine import median_ms
 from .decode import Drafter, ModelDrafter, DecodeStats, check_prompt, check_room
 from .decode import prefill_prompt, end_round, _eos_set, _as_drafter
 from .decode import count_round, take_tokens
-from .fused import fused_tree, kept_round
+from .fused import fused_tree, kept_round, seed_round
 
 # %% auto #0
 __all__ = ['HEALTHY', 'Request', 'Result', 'drafter_factory', 'acceptance_estimate', 'allocate_nodes', 'batch_forward_ms',
@@ -414,7 +414,8 @@ class _FusedLive:
 @torch.no_grad()
 def generate_fused_batch(target, # the target causal LM (a family with a native forward)
                          fd=None, # a `FeatureDraft`, or None (plain batched decoding, or chains)
-                         requests:list=(), # greedy `Request`s (or plain prompt id lists)
+                         # `Request`s (or plain prompt id lists), greedy or all with one sampling
+                         requests:list=(),
                          batch_size:int=8, # rows: requests decoded at once; the others wait
                          tree:TreeConfig|None=None, # every request's fixed tree
                          chain:int=0, # a lookup chain of this many nodes beside each row's tree
@@ -422,18 +423,25 @@ def generate_fused_batch(target, # the target causal LM (a family with a native 
                          graph:bool|None=None, # one CUDA graph a round (default: on CUDA)
                          compile:bool=False, # `torch.compile` the target's forward (`FusedRound`)
                          streamer=None, # called as `streamer(request index, new tokens)`
+                         seed:int|None=None, # sampled: seeds the batch's one generator
                         ) -> list[Result]:
-    """Greedy requests decoded together through one `FusedRound` of `batch_size` rows (continuous
-    batching): one `Result` per request, in order, each the target's own greedy output."""
+    """Requests decoded together through one `FusedRound` of `batch_size` rows (continuous
+    batching): one `Result` per request, in order, each the target's own greedy output, or a sample
+    of its own distribution."""
     t_start = time.perf_counter()
     paths = () if fd is None else (tree or TreeConfig()).index_paths()
     t = fused_tree(paths, chain)[0]
-    results, queue = [None] * len(requests), []
+    results, queue, sampling = [None] * len(requests), [], None
     for i, req in enumerate(requests):
         if not isinstance(req, Request): req = Request(list(req))
         try:
-            if not req.sampling.greedy:
-                raise ValueError("The fused round decodes greedily: use generate_batch to sample.")
+            sampling = sampling or req.sampling  # the batch's: the first request's
+            if req.sampling != sampling:
+                raise ValueError(f"The fused batch samples with one setting ({sampling}); use"
+                                 " generate_batch for requests of their own.")
+            if req.seed is not None:
+                raise ValueError("The fused batch draws from one generator (its `seed`); use"
+                                 " generate_batch for seeds of their own.")
             ids = check_prompt(target, req.input_ids, req.max_new_tokens)
             if len(ids) < 2:
                 raise ValueError("The fused round needs a prompt of at least 2 tokens.")
@@ -443,7 +451,9 @@ def generate_fused_batch(target, # the target causal LM (a family with a native 
             results[i] = Result(req, error=str(e))
     if not queue: return results
     size = max_len or bucket_slots(max(q[3] for q in queue))
-    r = kept_round(target, fd, tree, size, chain, graph, compile, min(batch_size, len(queue)))
+    r = kept_round(
+        target, fd, tree, size, chain, graph, compile, min(batch_size, len(queue)), sampling)
+    seed_round(r, seed)
     for b in range(r.B): r.stop(b)
     rows, rounds, dev = [None] * r.B, 0, r.ar_m.device
     while queue or any(x is not None for x in rows):

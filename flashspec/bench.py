@@ -72,8 +72,6 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int,
         raise ValueError(f"{method} needs a draft model.")
     if method in drafted and method != "flashspec" and isinstance(draft, Drafter):
         raise ValueError(f"{method} needs a draft model, not a {type(draft).__name__}.")
-    if method in FUSED and not sampling.greedy:
-        raise ValueError(f"{method} decodes greedily only; use flashspec-merged for sampling.")
     if method in FUSED[1:] and not hasattr(draft, "qkv"):
         raise ValueError(f"{method} drafts with a feature drafter, not a {type(draft).__name__}.")
     if method == "hf-assisted" and hasattr(draft, "drafter"):
@@ -100,7 +98,7 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int,
         out, st = generate_fused(
             target, None if method == "ar-fused" else draft, ids, max_new_tokens, tree=tree,
             chain=FUSED_CHAIN if method.endswith("merged") else 0, max_len=cache_len,
-            compile=compile)
+            compile=compile, sampling=sampling, seed=seed)
     else:
         if method == "ar": drafter = None
         elif method == "flashspec-lookup": drafter = PromptLookupDrafter(depth=tree.depth or 4)

@@ -19,12 +19,12 @@ from .distill import add_cli as distill_cli
 __all__ = ['fused_by_default', 'cmd_generate', 'cmd_demo', 'parser', 'main']
 
 # %% ../nbs/09_cli.ipynb #df9fcf90
-def fused_by_default(target, draft, sampling:Sampling) -> bool:
+def fused_by_default(target, draft) -> bool:
     """Whether `generate` takes the fused round when neither `--fused` nor `--no-fused` is given: on
-    CUDA, greedy, with a feature drafter. There the eager loop is launch-bound and the fused round
-    measured 10x faster (H200, bf16, 2026-12-04: *The fused round on an H200* in the benchmark
+    CUDA, with a feature drafter. There the eager loop is launch-bound and the fused round measured
+    10x faster (H200, bf16, greedy, 2026-12-04: *The fused round on an H200* in the benchmark
     notebook); a CPU pays for every node, and the eager loop measured faster there."""
-    return target.device.type == "cuda" and sampling.greedy and hasattr(draft, "qkv")
+    return target.device.type == "cuda" and hasattr(draft, "qkv")
 
 def cmd_generate(args):
     """`flashspec generate`: decode one conversation, streaming the text; the run's figures on
@@ -39,9 +39,8 @@ def cmd_generate(args):
         text = tok.decode(so_far, skip_special_tokens=True)
         sys.stdout.write(text[len(printed):]); sys.stdout.flush(); printed = text
     s = Sampling(args.temperature, args.top_k, args.top_p)
-    fused = fused_by_default(target, draft, s) if args.fused is None else args.fused
+    fused = fused_by_default(target, draft) if args.fused is None else args.fused
     if fused:
-        if not s.greedy: raise ValueError("--fused decodes greedily: drop --temperature.")
         if not hasattr(draft, "qkv"):
             raise ValueError(f"--fused drafts with a feature drafter, not {args.draft_name}.")
         # a chain is verified every round, matched or not: on a CPU, which pays for every node,
@@ -49,7 +48,7 @@ def cmd_generate(args):
         chain = 0 if args.no_merge_lookup or target.device.type == "cpu" else FUSED_CHAIN
         out, st = generate_fused(
             target, draft, ids, args.max_new_tokens, tree=args.tree, streamer=stream,
-            chain=chain, compile=args.compile)
+            chain=chain, compile=args.compile, sampling=s, seed=args.seed)
     else:
         out, st = generate(
             target, make_drafter(draft, args), ids, args.max_new_tokens, sampling=s,
@@ -121,11 +120,11 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--fused", action=argparse.BooleanOptionalAction, default=None,
         help=(
-            "greedy rounds as one sequence of device operations, one CUDA graph each on a GPU (the"
+            "rounds as one sequence of device operations, one CUDA graph each on a GPU (the"
             " fused round notebook): the feature drafter's fixed tree, on a GPU with a lookup chain"
             " of 6 beside it (none with --no-merge-lookup); with --compile, the target's forward"
             " compiled (the fastest measured, on a CPU and on an H200, after a compilation of"
-            " 37-40 s). Default: on CUDA when greedy with a feature drafter, else off"))
+            " 37-40 s). Default: on CUDA with a feature drafter, else off"))
     g.set_defaults(fn=cmd_generate)
     d = sub.add_parser(
         "demo", help="plain vs speculative decoding on a few Spec-Bench prompts, checked identical")

@@ -272,13 +272,23 @@ def _accept_rows(
 
 def accept_tensors(
     mask, depth, parent, valid, # (B, N, N) ancestor masks; (B, N) depths, parents, real nodes
-    tokens:torch.Tensor, logits:torch.Tensor): # (B, N) node tokens; (B, N, V) target logits
+    tokens:torch.Tensor, logits:torch.Tensor, # (B, N) node tokens; (B, N, V) target logits
+    # (B, N) a token the target drew after each node (`sample_tokens`): sampled verification
+    choice:torch.Tensor|None=None):
     """Greedy acceptance on the device, nothing copied: `(order (B, N): each accepted path's nodes
-    first, then N; bonus (B,); accepted drafted tokens (B,))`."""
+    first, then N; bonus (B,); accepted drafted tokens (B,))`. With `choice`: the walk of sampled
+    verification for deterministic drafts (each node's children a function of the context):
+    follow the child whose token the target drew, the first such sibling, until none is."""
     B, N = tokens.shape
     ar, rows = torch.arange(N, device=tokens.device), torch.arange(B, device=tokens.device)
-    best = logits.argmax(-1)  # (B, N) the target's choice per node
-    match = tokens == best.gather(1, parent)  # (B, N) token = parent's argmax
+    best = logits.argmax(-1) if choice is None else choice  # (B, N) the target's token per node
+    match = tokens == best.gather(1, parent)  # (B, N) token = parent's choice
+    if choice is not None:
+        # siblings may share a token (a lookup chain beside the tree): only the first counts.
+        # Picking the deepest of them would pick by their own later draws, a bias.
+        # (B, N, N): i is an earlier sibling of j (not the root, its own parent)
+        sib = (parent[:, :, None] == parent[:, None, :]) & (ar[None, :] < ar[:, None]) & (ar > 0)
+        match = match & ~(sib & match[:, None, :]).any(-1)
     match[:, 0] = True  # the roots are committed already
     ok = ~(mask & ~match[:, None, :]).any(-1) & valid  # (B, N) every node on the path matches
     deepest = torch.where(ok, depth, -1).argmax(-1)  # (B,) first node at the deepest level

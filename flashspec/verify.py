@@ -9,7 +9,7 @@ import torch
 from .tree import Tree, TreeConfig, compile_tree
 
 # %% auto #0
-__all__ = ['PROPOSALS', 'Sampling', 'probs', 'verify_greedy', 'sibling_proposal', 'residual', 'verify_sampling',
+__all__ = ['PROPOSALS', 'Sampling', 'probs', 'sample_tokens', 'verify_greedy', 'sibling_proposal', 'residual', 'verify_sampling',
            'draft_tree_tokens']
 
 # %% ../nbs/04_verify.ipynb #8c104c00
@@ -47,6 +47,16 @@ def probs(logits:torch.Tensor, # (..., V)
         drop = cum - srt.softmax(-1) >= s.top_p  # tokens entirely past the top_p mass
         x = x.masked_fill(drop.scatter(-1, idx, drop), float("-inf"))
     return x.softmax(-1)
+
+def sample_tokens(logits:torch.Tensor, # (..., V)
+                  s:Sampling, generator:torch.Generator|None=None) -> torch.Tensor:
+    """One token drawn from `probs(logits, s)` per row, `(...)`, as tensor ops (nothing read back on
+    the host, so it runs inside a CUDA graph): the argmax of `p / E` with `E ~ Exp(1)` i.i.d., which
+    is `p`-distributed (the exponential race)."""
+    p = probs(logits, s)
+    e = torch.empty_like(p).exponential_(generator=generator)
+    # an exact 0 from exponential_ would make 0 / 0: a token of no mass could win
+    return (p / e.clamp_min_(torch.finfo(e.dtype).tiny)).argmax(-1)
 
 # %% ../nbs/04_verify.ipynb #ce9051a3
 def verify_greedy(tree:Tree, tokens:torch.Tensor, # (N,) node tokens, root first
