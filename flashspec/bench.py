@@ -19,7 +19,7 @@ from .decode import DecodeStats
 from .kvcache import StaticKVCache, bucket_slots
 from .adaptive import AdaptiveConfig, AdaptiveDrafter
 from .batch import monitor, monitor_html
-from .fused import generate_fused
+from .fused import generate_fused, fused_auto_tree
 
 # %% auto #0
 __all__ = ['METHODS', 'MERGED', 'ADAPTIVE', 'FUSED', 'FUSED_CHAIN', 'run_method', 'bench', 'summarize', 'table', 'category_table',
@@ -202,6 +202,7 @@ def bench(
     pad_nodes:dict|None=None,
     store:Drafter|None=None, # merged into flashspec-merged's trees as well (e.g. a `StoreDrafter`)
     gate:dict|None=None, # flashspec-merged's gate settings (`merge_gate`); None: merged whole
+    fused_tree:TreeConfig|None=None, # the FUSED methods' tree (`fused_auto_tree`); None: `tree`
 ) -> dict:
     "Run `methods` over `prompts`; returns the results dict (see `summarize`)."
     from tqdm.auto import tqdm
@@ -234,7 +235,9 @@ def bench(
         store=store, gate=gate, cache_len=bucket_slots(first + max_new_tokens) if first else None)
     # s of each method's warm-up call: where a method compiles, the compile is in it
     first_call = {}
-    for m in methods: first_call[m] = run_method(m, target, draft, warm, 8, sampling, tree, **kw)[2]
+    tree_of = lambda m: fused_tree if fused_tree is not None and m in FUSED else tree
+    for m in methods:
+        first_call[m] = run_method(m, target, draft, warm, 8, sampling, tree_of(m), **kw)[2]
     n_answers = sum(len(q["turns"]) for q in prompts) * len(methods)
     bar = tqdm(
         total=n_answers, initial=len(records), desc="bench", disable=not progress, file=sys.stderr)
@@ -250,7 +253,8 @@ def bench(
                     max_tokens=max_prompt_tokens)
                 runs = [
                     run_method(
-                        m, target, draft, ids, max_new_tokens, sampling, tree, seed=1000 * qi + ti,
+                        m, target, draft, ids, max_new_tokens, sampling, tree_of(m),
+                        seed=1000 * qi + ti,
                         **kw)
                     for _ in range(repeats)]
                 secs = [r[2] for r in runs]
@@ -485,6 +489,11 @@ def add_cli(sub):
             "append every finished question to this JSONL; rerunning the same command resumes "
             "from it (default: OUT.journal.jsonl; removed once OUT is written)"))
     b.add_argument("--plot", help="save the plots to this PNG")
+    b.add_argument(
+        "--fused-tree", action="store_true",
+        help=(
+            "the fused methods verify the fused round's own tree (fused_auto_tree: its costs"
+            " measured on this device, cached) instead of the run's"))
     b.set_defaults(fn=cmd_bench)
     return b
 
@@ -525,13 +534,17 @@ def cmd_bench(args):
     if isinstance(draft, PromptLookupDrafter) and any(m in needs_model for m in args.methods):
         raise ValueError(
             "--lookup gives no draft model: use the flashspec-lookup / hf-lookup methods instead.")
+    ft = None
+    if getattr(args, "fused_tree", False) and set(FUSED[1:]) & set(args.methods):
+        ft = fused_auto_tree(target, draft)[0]
+        meta["fused_tree"] = dict(name="the fused round's measured tree", paths=ft.index_paths())
     journal = Path(args.journal or args.out + ".journal.jsonl")
     if journal.exists(): print(f"resuming from {journal}", file=sys.stderr)
     res = bench(
         target, tok, draft, prompts, args.methods, args.max_new_tokens, s, args.tree, args.repeats,
         meta=meta, min_prob=args.min_prob, journal=journal, engine=args.engine,
         compile=args.compile, adaptive=adaptive, pad_nodes=getattr(args, "pad_nodes", None),
-        store=store, gate=gate)
+        store=store, gate=gate, fused_tree=ft)
     atomic_write(args.out, lambda tmp: Path(tmp).write_text(json.dumps(res, indent=1)))
     journal.unlink()
     print(meta["label"]); print(table(res))

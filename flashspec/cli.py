@@ -12,7 +12,7 @@ from .verify import Sampling
 from .decode import generate
 from .load import model_args, load_models, make_drafter, adaptive_config, merge_gate
 from .bench import add_cli as bench_cli, bench, table, FUSED_CHAIN
-from .fused import generate_fused
+from .fused import generate_fused, fused_auto_tree
 from .distill import add_cli as distill_cli
 
 # %% auto #0
@@ -46,8 +46,10 @@ def cmd_generate(args):
         # a chain is verified every round, matched or not: on a CPU, which pays for every node,
         # measured slower (the fused round notebook)
         chain = 0 if args.no_merge_lookup or target.device.type == "cpu" else FUSED_CHAIN
+        # the cost model's tree was priced for the eager loop: the fused round's own instead
+        tree = fused_auto_tree(target, draft)[0] if args.costs is not None else args.tree
         out, st = generate_fused(
-            target, draft, ids, args.max_new_tokens, tree=args.tree, streamer=stream,
+            target, draft, ids, args.max_new_tokens, tree=tree, streamer=stream,
             chain=chain, compile=args.compile, sampling=s, seed=args.seed)
     else:
         out, st = generate(

@@ -4,19 +4,23 @@
 
 # %% ../nbs/07d_fused.ipynb #f0000003
 from __future__ import annotations
-import time
+import json, statistics, sys, time
+from pathlib import Path
 import torch
 import torch.nn.functional as F
 from .tree import Tree, TreeConfig, compile_tree
 from .kvcache import StaticKVCache, bucket_slots, rows_view
 from .engine import make_forward, NativeForward, TreeInputs, accept_tensors
-from .engine import allow_recompiles
+from .engine import allow_recompiles, optimal_tree, best_tree, draft_acceptance
+from .engine import _costs_key, _interp
+from .models import atomic_write
 from .verify import Sampling, sample_tokens
 from .decode import PromptLookupDrafter, DecodeStats, check_prompt, check_room
 from .decode import prefill_prompt, _eos_set, count_round, take_tokens
 
 # %% auto #0
-__all__ = ['fused_tree', 'level_plan', 'FusedRound', 'draft_levels', 'fused_round', 'kept_round', 'seed_round', 'generate_fused']
+__all__ = ['FUSED_SIZES', 'fused_tree', 'level_plan', 'FusedRound', 'draft_levels', 'fused_round', 'kept_round', 'seed_round',
+           'generate_fused', 'fused_costs', 'fused_auto_tree']
 
 # %% ../nbs/07d_fused.ipynb #f0000007
 def fused_tree(paths:tuple, # the drafter's index paths (root excluded): `TreeConfig.index_paths()`
@@ -337,3 +341,63 @@ def generate_fused(target, # the target causal LM (a family with a native forwar
     stats.new_tokens = len(out)
     stats.total_s = time.perf_counter() - t_start
     return out, stats
+
+# %% ../nbs/07d_fused.ipynb #f0000015c
+FUSED_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # nodes a round verifies, root included
+
+@torch.no_grad()
+def fused_costs(target, fd, # the target, and a `FeatureDraft` with its acceptance table
+                sizes=FUSED_SIZES, # nodes measured (1: plain decoding through the round)
+                chain:int=0, # a lookup chain beside every tree
+                P=None, # the acceptance table (default: the drafter's, `draft_acceptance`)
+                rounds:int=12, # rounds timed per size (the median kept), after two warm-ups
+                refresh:bool=False, # measure again even if cached
+                path=None, # the cache file (default `cache_dir()/costs.json`)
+                progress:bool=True, # a progress bar (stderr) while measuring
+               ) -> dict:
+    """Measured `{N: ms}`: a fused round on this device with the drafter's best tree of N nodes
+    (cached)."""
+    from flashspec.models import cache_dir
+    from tqdm.auto import tqdm
+    P = P if P is not None else draft_acceptance(fd)
+    if P is None: raise ValueError("fused_costs needs the drafter's acceptance table P.")
+    path = Path(path) if path else cache_dir()/"costs.json"
+    key = _costs_key(target, fd, "native", False) + f"|fused|chain={chain}"
+    book = json.loads(path.read_text()) if path.exists() else {}
+    if key in book and not refresh: return {int(k): v for k, v in book[key].items()}
+    dev = target.get_output_embeddings().weight.device
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, target.config.vocab_size, (64,), generator=g)
+    rs = {}  # one round per size, each started on the same prompt
+    for n in sizes:
+        tree = TreeConfig(paths=optimal_tree(P, n - 1)) if n > 1 else None
+        d = max((len(q) for q in tree.index_paths()), default=0) if tree else 0
+        room = bucket_slots(len(ids) + (rounds + 2) * (d + 1) + n + chain)
+        rs[n] = FusedRound(target, fd if tree else None, tree, room, chain)
+        rs[n].start(ids.to(dev))
+    ctx, ms = {n: ids.tolist() for n in sizes}, {n: [] for n in sizes}
+    # the sizes in turn, `rounds` times over (after two warm-ups): a drift of the machine's speed
+    # hits every size alike
+    for i in tqdm(range(rounds + 2), desc="measuring the fused round's costs (cached after)",
+                  leave=False, disable=not progress, file=sys.stderr):
+        for n, r in rs.items():
+            t0 = time.perf_counter()
+            new = r.step([ctx[n]])[0][0]  # the copy to the host waits for the round
+            if i >= 2: ms[n].append(1000 * (time.perf_counter() - t0))
+            ctx[n] += new
+    out = {n: statistics.median(t) for n, t in ms.items()}
+    book = json.loads(path.read_text()) if path.exists() else {}
+    book[key] = out
+    atomic_write(path, lambda t: Path(t).write_text(json.dumps(book, indent=1)))
+    return out
+
+def fused_auto_tree(target, fd, chain:int=0, # as `fused_costs`
+                    costs:dict|None=None, # `{N: ms}` (default: `fused_costs`, measured or cached)
+                    P=None, max_nodes:int=64, **kw) -> tuple[TreeConfig, list[dict]]:
+    """The fused round's tree for `fd` on this device: `(TreeConfig, every size's figures)`, the
+    most expected tokens per millisecond (`best_tree` on the fused round's measured costs)."""
+    P = P if P is not None else draft_acceptance(fd)
+    if P is None: raise ValueError("fused_auto_tree needs the drafter's acceptance table P.")
+    costs = costs or fused_costs(target, fd, chain=chain, P=P, **kw)
+    # a round's whole cost by its node count (drafting included): measured sizes, interpolated
+    return best_tree(P, _interp(costs), lambda depth: 0.0, max_nodes)

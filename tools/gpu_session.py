@@ -14,7 +14,8 @@ drafter's weights, 10 MB, included; the feature cache is not in it), beside a co
 (a line per phase); a SIGTERM packs too, and session.json then names the phase it stopped. Unpack
 it here with `tar xzf gpu-session.tgz` (a folder `gpu-session/`).
 
-Phases (`--phases`; by default all but `train`, in this order; what the last run left owed first):
+Phases (`--phases`; by default all but `bench-compiled` and `train`, in this order; what the last run
+left owed first):
   batch        issue 14: 16 requests at batch 8 and 16 in bf16: Hugging Face's batched `generate`
                with its static cache (left-padded) against the fused round's batches
                (`generate_fused_batch`: plain, the cost model's tree; at batch 8 also compiled) and,
@@ -29,9 +30,14 @@ Phases (`--phases`; by default all but `train`, in this order; what the last run
   bench-fused-compiled  issue 12: hf-static against the fused round (`generate_fused`, one CUDA
                graph a round: the drafter's levels, the tree forward, acceptance and the commit)
                with `--compile` (the target's forward through inductor inside the round's graph),
-               bf16, 26 questions; the second H200 run (2026-12-04, 13 questions) measured
-               flashspec-fused-merged at 2.11x hf-static there, each method compiling for 37 s
-  bench-fused  the same without `--compile` (13 questions; 1.67x hf-static in that run)
+               bf16, 26 questions, on the fused round's own measured tree (`--fused-tree`, about
+               10 s to measure); the second H200 run (2026-12-04, 13 questions, the eager cost
+               model's 32-node tree) measured flashspec-fused-merged at 2.11x hf-static there,
+               each method compiling for 37 s
+  bench-sampled  the fused round sampling at T = 0.7 (its draws on the device, inside the graph;
+               never run on a GPU before) against hf-static sampling, bf16, 13 questions, the
+               fused round's own tree
+  bench-fused  the same greedy without `--compile` (13 questions; 1.67x hf-static in that run)
   bench-compiled issue 12: hf-static, ar and flashspec-merged in bf16 with `--compile` (the
                target's forward alone under `torch.compile(mode="reduce-overhead")`; its cache is
                now marked static, without which CUDA graphs were skipped), first-call times; its
@@ -53,7 +59,7 @@ limit stops it, and its log; checkpoints are removed once a draft exists), and t
 every phase that ended before the run's limit.
 To give the training the whole run:
   . .dev/env.sh && python3 tools/gpu_session.py --out $OUT --budget 540 --phases train
-Rehearsal here (2026-12-04, a 2-core AMD EPYC: the six default phases all ended "ok" in 2.7 minutes
+Rehearsal here (2026-12-04, a 2-core AMD EPYC: the six default phases all ended "ok" in 3.5 minutes
 with this machine's costs cached; `--phases train --budget 600` runs the tiny training to its end in
 about 8). A CPU cannot record a CUDA graph: the fused phases run their rounds eagerly here:
   .venv/bin/python tools/gpu_session.py --device cpu --tiny --out /tmp/gpu-rehearsal --budget 600
@@ -74,9 +80,11 @@ then costs seconds, not the phases.
 import argparse, json, os, shutil, signal, subprocess, sys, tarfile, time
 from pathlib import Path
 
-PHASES = ("batch", "bench-fp32", "bench-fused-compiled", "bench-fused", "bench-compiled",
-          "bench-bf16", "train")
-DEFAULT_PHASES = PHASES[:-1]  # training ran once (2026-12-04); name it to run it again
+PHASES = ("batch", "bench-fp32", "bench-fused-compiled", "bench-sampled", "bench-fused",
+          "bench-compiled", "bench-bf16", "train")
+# training ran once (2026-12-04); bench-compiled (the eager loop, its forward compiled) is superseded
+# by the fused round's compiled phase: name them to run them
+DEFAULT_PHASES = tuple(p for p in PHASES if p not in ("train", "bench-compiled"))
 # flashspec-adaptive-merged in bench-bf16: EAGLE-2's dynamic tree of 64 nodes with lookup chains,
 # the GPU budget measured on the CPU (07c_adaptive, *A GPU's budget*), timed where nodes cost
 # about nothing
@@ -111,23 +119,28 @@ def plan(a) -> dict:
             [bench("bench-fused", "bfloat16",
                    ["hf-static", "ar-fused", "flashspec-fused", "flashspec-fused-merged"],
                    limit=2 if tiny else 13)],
+            0.03),
+        "bench-sampled": (
+            [bench("bench-sampled", "bfloat16",
+                   ["hf-static", "ar-fused", "flashspec-fused-merged"], "--temperature", 0.7,
+                   "--fused-tree", limit=2 if tiny else 13)],
             0.07),
         "bench-fused-compiled": (
             [bench("bench-fused-compiled", "bfloat16",
                    ["hf-static", "ar-fused", "flashspec-fused-merged"], "--compile",
-                   limit=2 if tiny else 26)],
+                   "--fused-tree", limit=2 if tiny else 26)],
             0.20),
         "bench-compiled": (
             [bench("bench-compiled", "bfloat16", ["hf-static", "ar", "flashspec-merged"],
                    "--compile")],
-            0.04),
+            0.02),  # not run by default
         "bench-bf16": (
             [
                 bench(
                     "bench-bf16", "bfloat16",
                     ["hf-static", "ar", "flashspec", "flashspec-merged",
                      "flashspec-adaptive-merged"], *BEAM)],
-            0.04),
+            0.03),
         # a fixed tree: the check needs no cost measurement (24 s on a fresh machine); fp32 hf
         # took 3.5 s an answer in the second H200 run, the fused round 0.35 s
         "bench-fp32": (
