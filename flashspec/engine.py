@@ -15,11 +15,11 @@ from .tree import Tree, TreeConfig, TreeBatch, compile_tree
 from .kvcache import StaticKVCache, forward as hf_forward
 
 # %% auto #0
-__all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'NativeForward', 'TreeInputs',
-           'accept_tensors', 'greedy_accept', 'greedy_accept_batch', 'HFForward', 'allow_recompiles', 'make_forward',
-           'median_ms', 'forward_ms', 'expected_accepted', 'optimal_tree', 'best_tree', 'cpu_id', 'other_load',
-           'forward_passes', 'tree_costs', 'draft_acceptance', 'auto_tree', 'chain_acceptance', 'calibrated_acceptance',
-           'node_padding']
+__all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'put_rows', 'NativeForward',
+           'TreeInputs', 'accept_tensors', 'greedy_accept', 'greedy_accept_batch', 'HFForward', 'allow_recompiles',
+           'make_forward', 'median_ms', 'forward_ms', 'expected_accepted', 'optimal_tree', 'best_tree', 'cpu_id',
+           'other_load', 'forward_passes', 'tree_costs', 'draft_acceptance', 'auto_tree', 'chain_acceptance',
+           'calibrated_acceptance', 'node_padding']
 
 # %% ../nbs/05a_engine.ipynb #7caaae8c
 NATIVE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
@@ -124,6 +124,12 @@ class Products:
                 wx_linear(x, layer.weight, layer.bias) if wx and _plain_linear(layer) else layer(x))
         return lin
 
+def put_rows(buf:torch.Tensor, # (B, H, S, hd) a cache buffer
+             slots:torch.Tensor, # (B, T) each row's own slots
+             x:torch.Tensor): # (B, H, T, hd)
+    "Write `x` into `buf` at each row's own slots (one scatter along the slot dimension)."
+    buf.scatter_(2, slots[:, None, :, None].expand_as(x), x)
+
 class NativeForward:
     """A plain forward over a Llama-family model's own modules, writing K/V into a `StaticKVCache`
     at explicit slots."""
@@ -184,7 +190,7 @@ class NativeForward:
         lin, head_lin = Products.lin(wx), Products.lin(head_wx)
         # K/V written at one slot list for every row (T,), or at each row's own (B, T)
         if slots.dim() == 1: put = lambda buf, x: buf.index_copy_(2, slots, x)
-        else: put = lambda buf, x: buf.scatter_(2, slots[:, None, :, None].expand_as(x), x)
+        else: put = lambda buf, x: put_rows(buf, slots, x)
         x = self.embed(tokens)                                               # (B, T, d)
         cos, sin = self.rotary(x, positions)
         got = {}  # hidden-state index -> (B, T, d), as Hugging Face's `hidden_states[index]`

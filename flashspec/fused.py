@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from .tree import Tree, TreeConfig, compile_tree
 from .kvcache import StaticKVCache, bucket_slots, rows_view
-from .engine import make_forward, NativeForward, TreeInputs, accept_tensors
+from .engine import make_forward, NativeForward, TreeInputs, accept_tensors, put_rows
 from .engine import allow_recompiles, optimal_tree, best_tree, draft_acceptance
 from .engine import _costs_key, _interp
 from .models import atomic_write
@@ -128,9 +128,6 @@ class FusedRound:
 
 
 # %% ../nbs/07d_fused.ipynb #f0000012
-def _put(buf, slots, x):  # buf (B, H, S, hd) <- x (B, H, T, hd) at each row's slots (B, T)
-    buf.scatter_(2, slots[:, None, :, None].expand_as(x), x)
-
 def _take(x, idx):  # x (B, H, S, hd), idx (B, T) -> (B, H, T, hd): each row's own entries
     return x.gather(2, idx[:, None, :, None].expand(-1, x.shape[1], -1, x.shape[3]))
 
@@ -143,7 +140,7 @@ def draft_levels(r:FusedRound, toks:torch.Tensor, # (B, N) the round's tokens, t
     slots = p0[:, None] + r.ar_m                                              # (B, M)
     g = fd.lin(fd.fc, r.feats)                                                # (B, M, d)
     q, k, v = fd.qkv(g, r.ftoks, slots)
-    _put(r.K, slots, k); _put(r.V, slots, v)
+    put_rows(r.K, slots, k); put_rows(r.V, slots, v)
     last = (m - 1)[:, None]  # (B, 1) the root's producer: each row's newest pending row
     bias, pos, dslots = r.dti.build(n - 2)                     # (B, 1, N, S), (B, N), (B, N)
     root = fd.finish(g.gather(1, last[..., None].expand(-1, -1, g.shape[2])),
@@ -157,7 +154,7 @@ def draft_levels(r:FusedRound, toks:torch.Tensor, # (B, N) the round's tokens, t
         nxt, nt = r.plan[d + 1][0], r.pars[d + 1]  # the next level's parents: their outputs
         gl = torch.cat([outs[r.parent[i]] for i in nxt], 1)                   # (B, L, d)
         q, k, v = fd.qkv(gl, toks[:, nt], pos[:, nt])
-        _put(r.K, dslots[:, nt], k); _put(r.V, dslots[:, nt], v)
+        put_rows(r.K, dslots[:, nt], k); put_rows(r.V, dslots[:, nt], v)
         o = fd.finish(gl, r.attend(q, bias[:, :, nt]))                        # (B, L, d)
         for j, i in enumerate(nxt): outs[i] = o[:, j:j + 1]
         logits = fd.logits(o)                                                 # (B, L, S_vocab)
@@ -184,7 +181,7 @@ def fused_round(r:FusedRound) -> None:
     # rewritten before they are read
     path = order[:, :M].clamp(max=N - 1)
     src, dst = (n - 1)[:, None] + path, (n - 1)[:, None] + r.ar_m
-    for buf in r.cache.keys + r.cache.values: _put(buf, dst, _take(buf, src))
+    for buf in r.cache.keys + r.cache.values: put_rows(buf, dst, _take(buf, src))
     k = deep                                                                  # (B,)
     nxt = torch.cat([toks.gather(1, path[:, 1:]), bonus[:, None]], 1)          # (B, M)
     new = torch.where(r.ar_m == k[:, None], bonus[:, None], nxt)              # bonus at k
