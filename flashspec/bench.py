@@ -34,8 +34,9 @@ METHODS = (
 MERGED = ("flashspec-merged", "flashspec-adaptive-merged")
 # methods whose drafter grows `AdaptiveDrafter` trees (`adaptive`)
 ADAPTIVE = ("flashspec-adaptive", "flashspec-adaptive-merged")
-# methods decoded by `generate_fused` (greedy; one CUDA graph a round on a GPU): plain, the
-# feature drafter's fixed tree, and that tree with a lookup chain of `FUSED_CHAIN` nodes beside it
+# methods decoded by `generate_fused` (greedy or sampled; one CUDA graph a round on a GPU):
+# plain, the feature drafter's fixed tree, and that tree with a lookup chain of `FUSED_CHAIN`
+# nodes beside it
 FUSED = ("ar-fused", "flashspec-fused", "flashspec-fused-merged")
 FUSED_CHAIN = 6  # as `MergedDrafter`'s lookup
 
@@ -476,7 +477,7 @@ def add_cli(sub):
             "flashspec: the draft's tree alone; flashspec-merged: with prompt-lookup chains "
             "merged in under greedy decoding (the default drafter of generate and demo); "
             "flashspec-adaptive(-merged): the same with --adaptive's trees; ar-fused,"
-            " flashspec-fused(-merged): greedy rounds as one CUDA graph each on a GPU (the fused"
+            " flashspec-fused(-merged): rounds as one CUDA graph each on a GPU (the fused"
             " round notebook), a fixed tree with a lookup chain of 6 beside it"))
     b.add_argument("--temperature", type=float, default=0.0)
     b.add_argument("--top-k", type=int, default=0)

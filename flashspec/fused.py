@@ -50,8 +50,9 @@ def level_plan(tree:Tree, own:list[int]) -> list[tuple]:
 
 # %% ../nbs/07d_fused.ipynb #f0000013
 class FusedRound:
-    """A fixed tree's greedy rounds for `batch_size` rows (a request each) on buffers allocated once
-    (`fused_round`); on CUDA recorded as one graph, replayed each round."""
+    """A fixed tree's rounds (greedy, or sampled with `sampling`) for `batch_size` rows (a request
+    each) on buffers allocated once (`fused_round`); on CUDA recorded as one graph, replayed each
+    round."""
     def __init__(self, target, # the target causal LM (a family with a native forward)
                  fd=None, # a `FeatureDraft`; None: no drafter (plain decoding, or the chain alone)
                  tree:Tree|TreeConfig|None=None, # the drafter's tree (default `TreeConfig()`)
