@@ -469,6 +469,9 @@ def add_cli(sub):
             "least the file's size runs all of it, interleaved)"))
     b.add_argument("--categories", nargs="+")
     b.add_argument(
+        "--first-turns", action="store_true",
+        help="each question's first turn only (a multi-turn question answers its first)")
+    b.add_argument(
         "--methods",
         nargs="+",
         default=["hf", "hf-assisted", "hf-lookup", "ar", "flashspec", "flashspec-merged"],
@@ -503,13 +506,14 @@ def cmd_bench(args):
     the tables."""
     target, tok, draft = load_models(args)
     prompts = read_prompts(args.prompts, categories=args.categories, limit=args.limit)
+    if args.first_turns: prompts = [dict(q, turns=q["turns"][:1]) for q in prompts]
     s = Sampling(args.temperature, args.top_k, args.top_p)
     meta = dict(
         hardware=hardware(args.device), dtype=args.dtype,
         model=args.target or "SmolLM2-135M-Instruct (embedded)", draft=args.draft_name,
         tree=dict(name=args.tree_name, paths=args.tree.index_paths(), min_prob=args.min_prob),
         max_new_tokens=args.max_new_tokens, prompts=str(args.prompts or "Spec-Bench"),
-        n_questions=len(prompts))
+        n_questions=len(prompts), first_turns=args.first_turns)
     meta["quantize"] = getattr(args, "quantize", None)  # INT8 method applied to the target, or None
     meta.update(
         engine=args.engine, compile=args.compile, pad_nodes=getattr(args, "pad_nodes", None) or None

@@ -17,10 +17,11 @@ from .verify import Sampling
 # %% auto #0
 __all__ = ['DESIGNS', 'VOCAB_KEY', 'WEIGHTS', 'DISTILLED', 'KD_ANSWERS', 'MAX_STEPS', 'distill_loss', 'make_draft',
            'answer_batch', 'answer_turns', 'answer_conversations', 'topk_pass', 'pool_slice', 'make_distill_data',
-           'save_answers', 'pool_lines', 'answers_file', 'assistant_markers', 'text_rows', 'make_text_data', 'collate',
-           'step_loss', 'save_draft_weights', 'frequent_tokens', 'Interrupted', 'train_draft', 'target_fingerprint',
-           'load_draft_weights', 'load_distilled_draft', 'cmd_distill_data', 'load_kd_data', 'cmd_distill_features',
-           'cmd_distill', 'add_cli', 'agreement', 'alpha', 'acceptance', 'pool_acceptance']
+           'save_answers', 'merge_answers', 'pool_lines', 'answers_file', 'assistant_markers', 'text_rows',
+           'make_text_data', 'collate', 'step_loss', 'save_draft_weights', 'frequent_tokens', 'Interrupted',
+           'train_draft', 'target_fingerprint', 'load_draft_weights', 'load_distilled_draft', 'cmd_distill_data',
+           'load_kd_data', 'cmd_distill_features', 'cmd_distill', 'add_cli', 'agreement', 'alpha', 'acceptance',
+           'pool_acceptance']
 
 # %% ../nbs/02_distill.ipynb #8f260746
 def distill_loss(draft_logits:torch.Tensor, # (..., V) draft logits
@@ -88,10 +89,17 @@ def _cut_at_eos(ids:list, eos:set) -> list:
 @torch.no_grad()
 def answer_batch(target, prompts:list[list[int]], # prompt token ids
                  max_new_tokens:int=256, batch_size:int=16, pad_id:int=0, progress:bool=False,
+                 temperature:float=0.0, # 0: greedy; else sampled from the target's softmax at it
+                 seed:int|None=None, # sampled: `torch.manual_seed(seed)` first (the global RNG)
                 ) -> list[list[int]]:
-    """Greedy answers of `target` to each prompt, batched with left padding, each cut right after
-    its first EOS."""
+    """Greedy (or sampled) answers of `target` to each prompt, batched with left padding, each cut
+    right after its first EOS."""
     from tqdm.auto import tqdm
+    if not temperature >= 0: raise ValueError(f"temperature must be >= 0, got {temperature}.")
+    # sampled: the whole distribution at `temperature` (no top-k/top-p from generation_config)
+    how = (dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature
+           else dict(do_sample=False, top_p=None, top_k=None, temperature=None))
+    if temperature and seed is not None: torch.manual_seed(seed)
     eos = _eos_ids(target)
     dev = target.get_output_embeddings().weight.device
     # similar lengths together: less padding
@@ -109,7 +117,7 @@ def answer_batch(target, prompts:list[list[int]], # prompt token ids
             att[r, L - len(prompts[i]):] = 1
         gen = target.generate(
             input_ids=ids.to(dev), attention_mask=att.to(dev), max_new_tokens=max_new_tokens,
-            do_sample=False, pad_token_id=pad_id, top_p=None, top_k=None, temperature=None)
+            pad_token_id=pad_id, **how)
         for r, i in enumerate(idx): out[i] = _cut_at_eos(gen[r, L:].tolist(), eos)
     return out
 
@@ -129,6 +137,8 @@ def answer_turns(target, tok, turns:list[str], # the conversation's user turns
 def answer_conversations(target, tok, convs:list[dict], # rows with `turns` (and `question_id`)
                          max_prompt_tokens:int=512, # history truncation, as at inference
                          max_new_tokens:int=256, batch_size:int=16, progress:bool=False,
+                         temperature:float=0.0, # 0: greedy answers; else sampled (`answer_batch`)
+                         seed:int|None=None, # sampled: turn j draws with seed + j
                         ) -> list[dict]:
     """Answer every conversation turn by turn, batched across conversations; one row per answered
     turn."""
@@ -146,7 +156,8 @@ def answer_conversations(target, tok, convs:list[dict], # rows with `turns` (and
             except ValueError: alive[i] = False; continue
             idx.append(i); prompts.append(ids)
         if not idx: break
-        outs = answer_batch(target, prompts, max_new_tokens, batch_size, pad, progress)
+        outs = answer_batch(target, prompts, max_new_tokens, batch_size, pad, progress,
+                            temperature, None if seed is None else seed + j)
         for i, ids, out in zip(idx, prompts, outs):
             answers[i].append(tok.decode(out, skip_special_tokens=True))
             rows.append(
@@ -239,18 +250,27 @@ def make_distill_data(target, tok, out:str|Path, # output folder (shards, then `
                       n_prompts:int|None=None,
                       max_prompt_tokens:int=512, max_new_tokens:int=256,
                       topk:int=64, # top-k logits cached per answer position (0 = none)
-                      shard_size:int=64, batch_size:int=16, progress:bool=True):
+                      shard_size:int=64, batch_size:int=16, progress:bool=True,
+                      temperature:float=0.0, # 0: greedy answers; else sampled at it
+                      seed:int|None=None, # sampled: a shard's seed is seed + its first row's index
+                     ):
     """Sequence-level KD data: the target's answers (and top-k logits) for the prompt pool, as a
     `datasets` Dataset."""
-    def rows(convs):
-        r = answer_conversations(target, tok, convs, max_prompt_tokens, max_new_tokens, batch_size)
+    convs = pool_slice(prompts, 0, n_prompts)
+    start = {id(c): i for i, c in enumerate(convs)}  # a shard's seed: where it starts
+    def rows(part):
+        sd = None if seed is None else seed + start[id(part[0])]
+        r = answer_conversations(
+            target, tok, part, max_prompt_tokens, max_new_tokens, batch_size,
+            temperature=temperature, seed=sd)
         return topk_pass(target, r, topk) if topk else r
-    return _sharded(
-        Path(out), pool_slice(prompts, 0, n_prompts), rows, shard_size, progress, "distill data")
+    return _sharded(Path(out), convs, rows, shard_size, progress, "distill data")
 
 def save_answers(path:str|Path, toks:list, # each row's token ids: its prompt, then its answer
                  n_prompt:list, turn:list, # each row's prompt length and turn index
                  conv:list, # each row's conversation: its line number (0-based) in the pool
+                 # each row's answer set (`merge_answers`); None = one set, no `part` array
+                 part:list|None=None,
                 ) -> Path:
     """Rows in the format of the shared answers file (`tokens`, `offsets`, `n_prompt`, `turn`,
     `conv`; see the data README), written atomically: what `flashspec distill --kd` reads."""
@@ -264,9 +284,26 @@ def save_answers(path:str|Path, toks:list, # each row's token ids: its prompt, t
     np.savez(tmp, tokens=flat.astype(dt),
              offsets=np.concatenate([[0], np.cumsum([len(t) for t in toks])]).astype(np.int64),
              n_prompt=np.asarray(n_prompt, dtype=np.int32), turn=np.asarray(turn, dtype=np.int16),
-             conv=np.asarray(conv, dtype=np.int32))
+             conv=np.asarray(conv, dtype=np.int32),
+             **({} if part is None else dict(part=np.asarray(part, dtype=np.int16))))
     os.replace(tmp, path)
     return path
+
+def merge_answers(paths:list, # answers files (`save_answers`'s format) answering one pool
+                  path:str|Path) -> Path:
+    """One answers file of several, their rows in turn; each file's rows are answer sets (`part`)
+    of their own, so a conversation answered in two files is two conversations to `last_rows`."""
+    import numpy as np
+    if len(paths) < 2: raise ValueError("merge_answers takes two answers files or more.")
+    toks, n_prompt, turn, conv, part, p0 = [], [], [], [], [], 0
+    for f in paths:
+        d = np.load(f)
+        o, t = d["offsets"], d["tokens"]  # read once: each d[key] reads the array again
+        toks += [t[o[i]:o[i + 1]] for i in range(len(o) - 1)]
+        n_prompt += d["n_prompt"].tolist(); turn += d["turn"].tolist(); conv += d["conv"].tolist()
+        q = d["part"].astype(np.int64) if "part" in d.files else np.zeros(len(o) - 1, np.int64)
+        part += (q + p0).tolist(); p0 += int(q.max()) + 1
+    return save_answers(path, toks, n_prompt, turn, conv, part)
 
 def pool_lines(prompts:str|Path) -> dict:
     """`{question id: line number (0-based)}` of a JSONL prompt file, each id as `read_prompts`
@@ -660,6 +697,11 @@ def _data_args(p):
         help="also teacher-force this many further pool conversations (existing text): OUT/text")
     p.add_argument("--data-dtype", default="bfloat16", choices=["float32", "bfloat16", "float16"])
     p.add_argument(
+        "--answer-temperature", type=float, default=0.0,
+        help="0: greedy answers (the default); else answers sampled at this temperature: other"
+             " answers than the shared file's greedy ones, to train on beside them")
+    p.add_argument("--answer-seed", type=int, help="sampled answers: the seed (reproducible)")
+    p.add_argument(
         "--device",
         default="cpu",
         help=(
@@ -673,7 +715,8 @@ def cmd_distill_data(args):
     t0 = time.time()
     ds = make_distill_data(
         target, tok, Path(args.out) / "answers", args.prompts, args.n_prompts,
-        args.max_prompt_tokens, args.max_new_tokens, args.topk, args.shard_size, args.batch_size)
+        args.max_prompt_tokens, args.max_new_tokens, args.topk, args.shard_size, args.batch_size,
+        temperature=args.answer_temperature, seed=args.answer_seed)
     n_ans = sum(len(x) - p for x, p in zip(ds["input_ids"], ds["n_prompt"]))
     # the same answers as one file, for `distill --design eagle3 --kd`
     kd = answers_file(ds, Path(args.out)/"answers.npz", args.prompts)
@@ -732,7 +775,9 @@ def _kd_file(args) -> Path:
     """The answers a feature cache is made from: `--kd`; the shared file for the embedded target;
     for another target its own answers, made into `OUT/answers.npz` first if they are not there."""
     from flashspec.models import cache_dir, EMBEDDED_NAME
-    if args.kd: return Path(args.kd)
+    if args.kd and len(args.kd) > 1:  # answer sets of one pool, e.g. greedy and sampled
+        return merge_answers(args.kd, Path(args.out)/"answers-merged.npz")
+    if args.kd: return Path(args.kd[0])
     # the embedded model, by default or by the path it was converted to
     if args.target is None or Path(args.target).resolve() == (cache_dir()/EMBEDDED_NAME).resolve():
         return data_dir()/KD_ANSWERS
@@ -931,7 +976,10 @@ def add_cli(subparsers):
             "feature cache folder (made there from --kd if missing or unfinished; "
             "default OUT/features); "
             "with --design slice, the slice trains on the same rows"))
-    g.add_argument("--kd", help=f"the target's answers, as the shared {KD_ANSWERS} (its default)")
+    g.add_argument(
+        "--kd", nargs="+",
+        help=f"the target's answers, as the shared {KD_ANSWERS} (its default); several files of"
+             " one pool are merged, each its own answer set")
     g.add_argument(
         "--topk-features", type=int, default=8, help="target logits kept per position in the cache")
     g.add_argument(

@@ -52,12 +52,18 @@ def answer_mask(ids:np.ndarray, # (L,) token ids of one rendered conversation
     return np.concatenate([inside[1:], [False]])  # predicting token p + 1
 
 # %% ../nbs/07b_eagle.ipynb #e82f690a
-def last_rows(offsets:np.ndarray, conv:np.ndarray) -> np.ndarray:
-    """Indices of the last row of each conversation (its prompt holds the earlier turns), in file
-    order."""
-    last = {}
-    for i, c in enumerate(conv): last[int(c)] = i
+def last_rows(offsets:np.ndarray, conv:np.ndarray,
+              part:np.ndarray|None=None, # each row's answer set (`merge_answers`); None = one
+             ) -> np.ndarray:
+    """Indices of the last row of each conversation (its prompt holds the earlier turns) in each
+    answer set, in file order."""
+    last, part = {}, np.zeros(len(conv), np.int64) if part is None else part
+    for i, (c, p) in enumerate(zip(conv, part)): last[int(p), int(c)] = i
     return np.array(sorted(last.values()), dtype=np.int64)
+
+def _part(d) -> np.ndarray|None:
+    "An answers file's `part` (its rows' answer sets), None where it has one set."
+    return d["part"] if "part" in d.files else None
 
 def pool_sources(prompts:str|Path, # a JSONL prompt pool, one record with a `source` per line
                 ) -> list:
@@ -84,7 +90,7 @@ def capped_rows(kd_path:str|Path, # the `kd_answers_*.npz`: its `conv` is a line
         raise ValueError(
             f"No source {sorted(unknown)} in {prompts}; its sources are"
             f" {sorted(set(src) - {None})}.")
-    rows = last_rows(d["offsets"], conv)
+    rows = last_rows(d["offsets"], conv, _part(d))
     # (R,) shuffled, then capped in that order
     rows = rows[np.random.default_rng(seed).permutation(len(rows))]
     kept, n = [], {}
@@ -115,7 +121,8 @@ def extract_features(
     d = np.load(kd_path)
     # read once: every `d[key]` of an npz reads the array again
     offs, all_tokens = d["offsets"], d["tokens"]
-    rows = last_rows(offs, d["conv"]) if rows is None else np.asarray(rows, dtype=np.int64)
+    rows = (last_rows(offs, d["conv"], _part(d)) if rows is None
+            else np.asarray(rows, dtype=np.int64))
     lens = offs[rows + 1] - offs[rows]
     starts = np.concatenate([[0], np.cumsum(lens)])
     N, layers = int(starts[-1]), aux_layers(target.config.num_hidden_layers)

@@ -14,8 +14,9 @@ drafter's weights, 10 MB, included; the feature cache is not in it), beside a co
 (a line per phase); a SIGTERM packs too, and session.json then names the phase it stopped. Unpack
 it here with `tar xzf gpu-session.tgz` (a folder `gpu-session/`).
 
-Phases (`--phases`; by default all but `bench-compiled` and `train`, in this order; what the last run
-left owed first):
+Phases (`--phases`; by default all but `bench-fused`, `bench-compiled`, `bench-bf16` and `train`,
+in this order; what the last run left owed first, the compiled phase last, its goal met on 13
+questions):
   batch        issue 14: 16 requests at batch 8 and 16 in bf16: Hugging Face's batched `generate`
                with its static cache (left-padded) against the fused round's batches
                (`generate_fused_batch`: plain, the cost model's tree; at batch 8 also compiled) and,
@@ -24,19 +25,29 @@ left owed first):
                after every row. It measures the cost model's costs on a fresh machine (about 25 s,
                cached for the later phases). Its 65 s share in the second H200 run (the eager loop
                then) ended before its first row
-  bench-fp32   lossless on the GPU: hf against the fused round (flashspec-fused and
-               flashspec-fused-merged, the graph) in fp32, token for token, 13 questions on a fixed
-               tree (no cost measurement); the second H200 run checked 2
+  fused-tree   the fused round's own cost model (`fused_costs`: a round of each tree size timed on
+               the device, cached), first run on a GPU here, through one short answer; if it fails,
+               the later phases verify the eager cost model's tree (their `--fused-tree` dropped)
+  bench-sampled  the fused round sampling at T = 0.7 (its draws on the device, inside the graph;
+               never run on a GPU before, and `generate` takes this path on CUDA) against hf-static
+               sampling, bf16, 13 questions, the fused round's own tree
+  bench-fp32   issue 12's 50-prompt check on the GPU: hf against the fused round
+               (flashspec-fused-merged, the graph) in fp32, token for token, the first turns of 50
+               questions, 64 new tokens, a fixed tree (no cost measurement); the second H200 run
+               checked 2 questions
+  batch-fp32   issue 14's lossless check: 16 first turns through fused batches of 8 in fp32, each
+               output against Hugging Face `generate` on the request alone
+  bench-hf     issue 12's table, bf16, one first turn, 48 tokens (eager hf costs about 109 ms a token
+               there): hf and hf-assisted (its assistant the distilled slice: Hugging Face's assisted
+               generation takes a causal LM), then hf, hf-static, ar-fused and flashspec-fused-merged
+               on the fused round's tree, first calls included
   bench-fused-compiled  issue 12: hf-static against the fused round (`generate_fused`, one CUDA
                graph a round: the drafter's levels, the tree forward, acceptance and the commit)
                with `--compile` (the target's forward through inductor inside the round's graph),
-               bf16, 26 questions, on the fused round's own measured tree (`--fused-tree`, about
-               10 s to measure); the second H200 run (2026-12-04, 13 questions, the eager cost
-               model's 32-node tree) measured flashspec-fused-merged at 2.11x hf-static there,
-               each method compiling for 37 s
-  bench-sampled  the fused round sampling at T = 0.7 (its draws on the device, inside the graph;
-               never run on a GPU before) against hf-static sampling, bf16, 13 questions, the
-               fused round's own tree
+               bf16, 26 questions, on the fused round's own measured tree (`--fused-tree`); the
+               second H200 run (2026-12-04, 13 questions, the eager cost model's 32-node tree)
+               measured flashspec-fused-merged at 2.11x hf-static there, each method compiling for
+               37 s
   bench-fused  the same greedy without `--compile` (13 questions; 1.67x hf-static in that run)
   bench-compiled issue 12: hf-static, ar and flashspec-merged in bf16 with `--compile` (the
                target's forward alone under `torch.compile(mode="reduce-overhead")`; its cache is
@@ -45,11 +56,16 @@ left owed first):
   bench-bf16   issue 12: hf-static, ar, flashspec, flashspec-merged in bf16, the cost model's
                tree; flashspec-adaptive-merged: EAGLE-2's dynamic tree of 64 nodes (`BEAM`) with
                lookup chains merged in (eager `hf` is left out: 109 ms a token there, measured)
-  train        issue 11 (only when named): features of the target's own answers on the GPU, the
-               feature drafter fine-tuned from the shipped weights (or trained afresh) until a time
-               limit (by which the learning rate has annealed: `distill --time-limit`), its
-               teacher-forced acceptance table stored in the weights; bring
-               `train/draft.safetensors` back and measure it at home (done once, 2026-12-04)
+  train        issue 11 (only when named): new answers first (`--sampled N`, default 4,000: N pool
+               conversations, spread over its categories, answered by the target sampling at
+               `--sampled-temperature` 0.7 with `--seed`, today's date by default, so each run's
+               are new; round 6 found more distinct data the next lever), then features of those
+               and the shared greedy answers on the GPU (`distill --kd` both: each file its own
+               answer set), the feature drafter fine-tuned from the shipped weights (or trained
+               afresh) until a time limit (by which the learning rate has annealed: `distill
+               --time-limit`), its teacher-forced acceptance table stored in the weights; bring
+               `train/draft.safetensors` and `sampled/answers.npz` back and measure the drafter at
+               home (round 6, 2026-12-04, trained on the shared answers alone)
 
 On the GPU machine, from the project root (after the three copy runs):
   . .dev/env.sh && python3 tools/gpu_session.py --out $OUT --budget 540
@@ -80,11 +96,13 @@ then costs seconds, not the phases.
 import argparse, json, os, shutil, signal, subprocess, sys, tarfile, time
 from pathlib import Path
 
-PHASES = ("batch", "bench-fp32", "bench-fused-compiled", "bench-sampled", "bench-fused",
-          "bench-compiled", "bench-bf16", "train")
+PHASES = ("batch", "fused-tree", "bench-sampled", "bench-fp32", "batch-fp32", "bench-hf",
+          "bench-fused-compiled", "bench-fused", "bench-compiled", "bench-bf16", "train")
 # training ran once (2026-12-04); bench-compiled (the eager loop, its forward compiled) is superseded
-# by the fused round's compiled phase: name them to run them
-DEFAULT_PHASES = tuple(p for p in PHASES if p not in ("train", "bench-compiled"))
+# by the fused round's compiled phase, bench-fused and bench-bf16 were measured on 2026-12-04: name
+# them to run them
+DEFAULT_PHASES = tuple(
+    p for p in PHASES if p not in ("train", "bench-compiled", "bench-fused", "bench-bf16"))
 # flashspec-adaptive-merged in bench-bf16: EAGLE-2's dynamic tree of 64 nodes with lookup chains,
 # the GPU budget measured on the CPU (07c_adaptive, *A GPU's budget*), timed where nodes cost
 # about nothing
@@ -112,7 +130,24 @@ def plan(a) -> dict:
         held, size = 200, ["--steps", a.steps, "--train-batch-size", a.batch, "--ckpt-every", 200]
     init = [] if a.fresh else ["--init", shipped()]
     fresh = [] if not a.fresh else ["--draft-vocab", 8192]
+    # new answers first (`--sampled N`): N pool conversations answered by sampling, beside the
+    # shared greedy ones (another seed each run, so each run's are new)
+    n_s = 6 if tiny and a.sampled else a.sampled
+    sampled = [flashspec(
+        "distill-data", "--device", dev, "--out", o / "sampled", "--n-prompts", n_s, "--topk", 0,
+        "--answer-temperature", a.sampled_temperature, "--answer-seed", a.seed,
+        "--batch-size", 4 if tiny else 1024, "--shard-size", 8 if tiny else 4096,
+        "--max-new-tokens", 16 if tiny else 256)] if n_s else []
+    kd = ["--kd", shared_answers(), o / "sampled" / "answers.npz"] if n_s else []
     steps = {
+        # the fused round's own cost model (`fused_costs`, never run on a GPU before): measured and
+        # cached by one short answer; if it fails, the later phases verify the eager cost model's
+        # tree instead (`main` drops their --fused-tree)
+        "fused-tree": (
+            [flashspec(
+                "bench", "--device", dev, "--dtype", "bfloat16", "--limit", 1, "--max-new-tokens",
+                8, "--methods", "flashspec-fused", "--fused-tree", "--out", o/"fused-tree.json")],
+            0.05),
         # the cost model's tree: the batch phase measures the eager costs (cached), the benches
         # read them, so all decode on one tree
         "bench-fused": (
@@ -124,12 +159,25 @@ def plan(a) -> dict:
             [bench("bench-sampled", "bfloat16",
                    ["hf-static", "ar-fused", "flashspec-fused-merged"], "--temperature", 0.7,
                    "--fused-tree", limit=2 if tiny else 13)],
-            0.07),
+            0.09),
         "bench-fused-compiled": (
             [bench("bench-fused-compiled", "bfloat16",
                    ["hf-static", "ar-fused", "flashspec-fused-merged"], "--compile",
                    "--fused-tree", limit=2 if tiny else 26)],
             0.20),
+        # issue 12's table: eager hf (about 109 ms a token in bf16 there) and hf-assisted (its
+        # assistant must be a causal LM: the distilled slice) in one run, then hf again beside
+        # hf-static (compiled) and the fused round, each with its first call; one first turn each,
+        # 48 new tokens
+        "bench-hf": (
+            [flashspec(
+                "bench", "--device", dev, "--dtype", "bfloat16", "--limit", 1, "--first-turns",
+                "--max-new-tokens", 8 if tiny else 48, "--methods", *methods,
+                "--out", o/f"bench-hf-{i}.json", *more)
+             for i, (methods, more) in enumerate((
+                 (["hf", "hf-assisted"], ["--draft-design", "slice"]),
+                 (["hf", "hf-static", "ar-fused", "flashspec-fused-merged"], ["--fused-tree"])))],
+            0.18),
         "bench-compiled": (
             [bench("bench-compiled", "bfloat16", ["hf-static", "ar", "flashspec-merged"],
                    "--compile")],
@@ -141,23 +189,34 @@ def plan(a) -> dict:
                     ["hf-static", "ar", "flashspec", "flashspec-merged",
                      "flashspec-adaptive-merged"], *BEAM)],
             0.03),
-        # a fixed tree: the check needs no cost measurement (24 s on a fresh machine); fp32 hf
-        # took 3.5 s an answer in the second H200 run, the fused round 0.35 s
+        # issue 12's 50-prompt check (07_decode's, on the fused round): the first turns of 50
+        # questions, 64 new tokens, fp32, against hf token for token; a fixed tree needs no cost
+        # measurement (24 s on a fresh machine); fp32 hf took 3.5 s a 96-token answer in the
+        # second H200 run, the fused round 0.35 s
         "bench-fp32": (
-            [bench("bench-fp32", "float32", ["hf", "flashspec-fused", "flashspec-fused-merged"],
-                   "--depth", 4, "--width", 3, limit=2 if tiny else 13)],
-            0.12),
+            [flashspec(
+                "bench", "--device", dev, "--dtype", "float32", "--limit", 2 if tiny else 50,
+                "--first-turns", "--max-new-tokens", 8 if tiny else 64, "--methods", "hf",
+                "flashspec-fused-merged", "--depth", 4, "--width", 3,
+                "--out", o/"bench-fp32.json", "--plot", o/"bench-fp32.png")],
+            0.24),
         "batch": (
             [
                 [sys.executable, __file__, "--batch-phase", o / "batch.json", "--device", dev]
                 + (["--tiny"] if tiny else [])],
-            0.20),
+            0.24),
+        # issue 14's "identical outputs in fp32": a fused batch of 8 against each request alone
+        "batch-fp32": (
+            [
+                [sys.executable, __file__, "--batch-phase", o / "batch-fp32.json", "--device", dev,
+                 "--fp32"] + (["--tiny"] if tiny else [])],
+            0.07),
         # the cache first, so that training's time limit is set from the time left after it
         "train": (
-            [
+            sampled + [
                 flashspec(
                     "distill", "--design", "eagle3", "--device", dev, "--out", o / "train",
-                    "--features", feats, *caps, "--features-only"),
+                    "--features", feats, *kd, *caps, "--features-only"),
                 flashspec(
                     "distill", "--design", "eagle3", "--device", dev, "--out", o / "train",
                     "--features", feats, *init, *fresh, *size, "--held-out", held, "--lr", a.lr,
@@ -170,6 +229,12 @@ def sources() -> list[str]:
     from flashspec.data import data_dir, DISTILL
     from flashspec.eagle import pool_sources
     return sorted(set(pool_sources(data_dir() / DISTILL)) - {None})
+
+def shared_answers() -> str:
+    "Path of the shared answers file (the embedded target's greedy answers to the pool)."
+    from flashspec.data import data_dir
+    from flashspec.distill import KD_ANSWERS
+    return str(data_dir() / KD_ANSWERS)
 
 def shipped() -> str:
     "Path of the feature drafter shipped in the package."
@@ -243,6 +308,37 @@ def batch_phase(path:Path, device:str, tiny:bool):
         row(B, "flashspec eager loop, tree", eager(B), ref[0])
         row(B, "flashspec eager loop, per-request budgets", eager(B, "auto"), ref[0])
 
+def batch_fp32_phase(path:Path, device:str, tiny:bool):
+    """Issue 14's lossless check on this device, fp32: 16 first turns through the fused round's
+    batches of 8 (the shipped drafter, the fixed 4 x 3 tree with a lookup chain), each output
+    against the same request decoded alone by Hugging Face `generate`."""
+    import datetime, torch
+    from flashspec.models import load_target, encode_chat, hardware
+    from flashspec.data import read_prompts
+    from flashspec.eagle import load_shipped_drafter
+    from flashspec.tree import TreeConfig
+    from flashspec.batch import generate_fused_batch, hf_generate_batched, Request
+    from flashspec.bench import FUSED_CHAIN
+    target, tok = load_target(dtype=torch.float32, device=device)
+    draft = load_shipped_drafter(target)
+    qs = read_prompts(limit=4 if tiny else 16)
+    ids, n, B = [encode_chat(tok, q["turns"][:1]) for q in qs], 8 if tiny else 64, 2 if tiny else 8
+    t0 = time.perf_counter()
+    ref = hf_generate_batched(target, ids, 1, n)[0]  # one request at a time: no padding
+    t_hf, t0 = time.perf_counter() - t0, time.perf_counter()
+    got = generate_fused_batch(target, draft, [Request(p, n) for p in ids], batch_size=B,
+                               tree=TreeConfig(4, 3), chain=FUSED_CHAIN)
+    t_fused = time.perf_counter() - t0
+    same = [r.tokens == x for r, x in zip(got, ref)]
+    path.write_text(json.dumps(dict(
+        label=(f"{datetime.date.today()}, {hardware(device)}, fp32, SmolLM2-135M-Instruct, "
+               f"shipped feature drafter, {len(ids)} Spec-Bench first turns, {n} new tokens, "
+               f"tree 4 x 3 and a lookup chain of {FUSED_CHAIN}, batch {B}"),
+        identical=sum(same), requests=len(same), hf_alone_s=t_hf, fused_batch_s=t_fused,
+        errors=[r.error for r in got if r.error],
+        outputs=[dict(hf=x, fused=r.tokens) for r, x in zip(got, ref)]), indent=1))
+    print(f"fused batch of {B} in fp32: {sum(same)}/{len(same)} identical to hf alone", flush=True)
+
 def pack(work:Path, out:Path):
     """Pack `work` into `out`/gpu-session.tgz (written beside, then renamed: a kill mid-write leaves
     the last whole archive) and copy its session.json into `out`: two files to bring back."""
@@ -251,6 +347,8 @@ def pack(work:Path, out:Path):
     if (work/"train"/"draft.safetensors").exists():
         for f in (work/"train").iterdir():
             if f.name not in ("draft.safetensors", "log.json"): f.unlink()
+    # the sampled answers come back as one file (answers.npz); their shards stay behind
+    if (work/"sampled"/"answers.npz").exists(): shutil.rmtree(work/"sampled"/"answers", True)
     tmp = out/"gpu-session.tgz.part"
     with tarfile.open(tmp, "w:gz") as t: t.add(work, arcname="gpu-session")
     os.replace(tmp, out/"gpu-session.tgz")
@@ -290,9 +388,19 @@ def main(argv=None):
     ap.add_argument(
         "--fresh", action="store_true",
         help="train a new drafter instead of fine-tuning the shipped one")
+    ap.add_argument(
+        "--sampled", type=int, default=4000,
+        help=("train: first answer this many pool conversations anew by sampling (their answers"
+              " come back in the archive), and train on them beside the shared ones; 0: none"))
+    ap.add_argument("--sampled-temperature", type=float, default=0.7)
+    ap.add_argument(
+        "--seed", type=int, default=int(time.strftime("%Y%m%d")),
+        help="the sampled answers' seed (default: today's date, so each day's are new)")
     ap.add_argument("--batch-phase", help=argparse.SUPPRESS)  # internal: batch_phase into this JSON
+    ap.add_argument("--fp32", action="store_true", help=argparse.SUPPRESS)  # with it: the fp32 check
     a = ap.parse_args(argv)
-    if a.batch_phase: return batch_phase(Path(a.batch_phase), a.device, a.tiny)
+    if a.batch_phase:
+        return (batch_fp32_phase if a.fp32 else batch_phase)(Path(a.batch_phase), a.device, a.tiny)
     if not a.out: ap.error("--out is required")
     out, work = Path(a.out), Path(a.work)
     if work.resolve() == out.resolve(): ap.error("--work must be another folder than --out")
@@ -318,8 +426,10 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, on_term)
     t_end, steps = time.time() + a.budget, plan(a)
     chosen = sum(steps[name][1] for name in a.phases)  # the shares of the phases run split it all
+    fused_tree = True  # False once the fused-tree phase failed: the eager cost model's tree after
     for name in a.phases:
         cmds, share = steps[name]
+        if not fused_tree: cmds = [[c for c in cmd if c != "--fused-tree"] for cmd in cmds]
         left = t_end - time.time()
         # the last phase: all that is left
         limit = left if name == a.phases[-1] else min(share / chosen * a.budget, left)
@@ -349,6 +459,8 @@ def main(argv=None):
                 if status != "ok": break
         # one update: a SIGTERM sees the phase running or ended, never both
         summary[-1].update(status=status, seconds=round(time.time() - t0, 1), limit=round(limit))
+        if name == "fused-tree" and status != "ok":
+            fused_tree = False; summary[-1]["then"] = "later phases without --fused-tree"
         print(json.dumps(summary[-1]), flush=True)
         pack_now()
     return 0
