@@ -138,7 +138,8 @@ def plan(a) -> dict:
         "--answer-temperature", a.sampled_temperature, "--answer-seed", a.seed,
         "--batch-size", 4 if tiny else 1024, "--shard-size", 8 if tiny else 4096,
         "--max-new-tokens", 16 if tiny else 256)] if n_s else []
-    kd = ["--kd", shared_answers(), o / "sampled" / "answers.npz"] if n_s else []
+    # {shared}: the shared answers file, found when the command runs (`main`)
+    kd = ["--kd", "{shared}", o / "sampled" / "answers.npz"] if n_s else []
     steps = {
         # the fused round's own cost model (`fused_costs`, never run on a GPU before): measured and
         # cached by one short answer; if it fails, the later phases verify the eager cost model's
@@ -147,24 +148,24 @@ def plan(a) -> dict:
             [flashspec(
                 "bench", "--device", dev, "--dtype", "bfloat16", "--limit", 1, "--max-new-tokens",
                 8, "--methods", "flashspec-fused", "--fused-tree", "--out", o/"fused-tree.json")],
-            0.05),
+            0.03),
         # the cost model's tree: the batch phase measures the eager costs (cached), the benches
         # read them, so all decode on one tree
         "bench-fused": (
             [bench("bench-fused", "bfloat16",
                    ["hf-static", "ar-fused", "flashspec-fused", "flashspec-fused-merged"],
                    limit=2 if tiny else 13)],
-            0.03),
+            0.02),
         "bench-sampled": (
             [bench("bench-sampled", "bfloat16",
                    ["hf-static", "ar-fused", "flashspec-fused-merged"], "--temperature", 0.7,
                    "--fused-tree", limit=2 if tiny else 13)],
-            0.09),
+            0.06),
         "bench-fused-compiled": (
             [bench("bench-fused-compiled", "bfloat16",
                    ["hf-static", "ar-fused", "flashspec-fused-merged"], "--compile",
                    "--fused-tree", limit=2 if tiny else 26)],
-            0.20),
+            0.13),
         # issue 12's table: eager hf (about 109 ms a token in bf16 there) and hf-assisted (its
         # assistant must be a causal LM: the distilled slice) in one run, then hf again beside
         # hf-static (compiled) and the fused round, each with its first call; one first turn each,
@@ -177,18 +178,18 @@ def plan(a) -> dict:
              for i, (methods, more) in enumerate((
                  (["hf", "hf-assisted"], ["--draft-design", "slice"]),
                  (["hf", "hf-static", "ar-fused", "flashspec-fused-merged"], ["--fused-tree"])))],
-            0.18),
+            0.12),
         "bench-compiled": (
             [bench("bench-compiled", "bfloat16", ["hf-static", "ar", "flashspec-merged"],
                    "--compile")],
-            0.02),  # not run by default
+            0.01),  # not run by default
         "bench-bf16": (
             [
                 bench(
                     "bench-bf16", "bfloat16",
                     ["hf-static", "ar", "flashspec", "flashspec-merged",
                      "flashspec-adaptive-merged"], *BEAM)],
-            0.03),
+            0.02),
         # issue 12's 50-prompt check (07_decode's, on the fused round): the first turns of 50
         # questions, 64 new tokens, fp32, against hf token for token; a fixed tree needs no cost
         # measurement (24 s on a fresh machine); fp32 hf took 3.5 s a 96-token answer in the
@@ -199,18 +200,18 @@ def plan(a) -> dict:
                 "--first-turns", "--max-new-tokens", 8 if tiny else 64, "--methods", "hf",
                 "flashspec-fused-merged", "--depth", 4, "--width", 3,
                 "--out", o/"bench-fp32.json", "--plot", o/"bench-fp32.png")],
-            0.24),
+            0.16),
         "batch": (
             [
                 [sys.executable, __file__, "--batch-phase", o / "batch.json", "--device", dev]
                 + (["--tiny"] if tiny else [])],
-            0.24),
+            0.16),
         # issue 14's "identical outputs in fp32": a fused batch of 8 against each request alone
         "batch-fp32": (
             [
                 [sys.executable, __file__, "--batch-phase", o / "batch-fp32.json", "--device", dev,
                  "--fp32"] + (["--tiny"] if tiny else [])],
-            0.07),
+            0.05),
         # the cache first, so that training's time limit is set from the time left after it
         "train": (
             sampled + [
@@ -221,7 +222,7 @@ def plan(a) -> dict:
                     "distill", "--design", "eagle3", "--device", dev, "--out", o / "train",
                     "--features", feats, *init, *fresh, *size, "--held-out", held, "--lr", a.lr,
                     "--warmup", 20, "--ttt-steps", 3, "--w-kd", 0, "--time-limit", "{minutes}")],
-            0.33)}
+            0.24)}
     return {name: steps[name] for name in PHASES}  # in the order they run
 
 def sources() -> list[str]:
@@ -442,12 +443,9 @@ def main(argv=None):
             for cmd in cmds:
                 rest = t0 + limit - time.time()
                 # a training time limit leaves room for the table and the copy back
-                cmd = [
-                    (
-                        c.replace("{minutes}", f"{max(rest - 60, 10) / 60:.2f}")
-                        if isinstance(c, str)
-                        else str(c))
-                    for c in cmd]
+                minutes = f"{max(rest - 60, 10) / 60:.2f}"
+                cmd = [shared_answers() if c == "{shared}" else str(c).replace("{minutes}", minutes)
+                       for c in cmd]
                 log.write("$ " + " ".join(cmd) + "\n"); log.flush()
                 try:
                     rc = subprocess.run(
