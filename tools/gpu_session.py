@@ -75,9 +75,10 @@ limit stops it, and its log; checkpoints are removed once a draft exists), and t
 every phase that ended before the run's limit.
 To give the training the whole run:
   . .dev/env.sh && python3 tools/gpu_session.py --out $OUT --budget 540 --phases train
-Rehearsal here (2026-12-04, a 2-core AMD EPYC: the six default phases all ended "ok" in 3.5 minutes
-with this machine's costs cached; `--phases train --budget 600` runs the tiny training to its end in
-about 8). A CPU cannot record a CUDA graph: the fused phases run their rounds eagerly here:
+Rehearsal here (2026-12-04, a 2-core AMD EPYC: the seven default phases all ended "ok" in 2.2 minutes
+with this machine's costs cached; `--phases train --budget 600` ran the tiny sampled answers, features
+and training to the end in 47 s). A CPU cannot record a CUDA graph: the fused phases run their rounds
+eagerly here:
   .venv/bin/python tools/gpu_session.py --device cpu --tiny --out /tmp/gpu-rehearsal --budget 600
 The first H200 run (2026-12-04) learned what the shares are now sized by: a fresh machine spends
 about 35 s measuring the cost model's costs in the first bench, eager `hf` takes about 10 s an
