@@ -251,20 +251,27 @@ def hf_batched(model, prompts:list, B:int, n:int, slots:int) -> tuple[list, floa
     outs, _, secs = hf_generate_batched(model, prompts, B, n, static=True, cache_len=slots)
     return outs, secs
 
+def first_turns(device:str, dtype:str, tiny:bool) -> tuple:
+    """What both batch phases decode: the target in `dtype` on `device`, the shipped drafter, and
+    the first turns of 16 Spec-Bench questions (4 in the rehearsal) with their new tokens:
+    `(target, draft, questions, prompt ids, new tokens)`."""
+    from flashspec.models import load_target, encode_chat
+    from flashspec.data import read_prompts
+    from flashspec.eagle import load_shipped_drafter
+    target, tok = load_target(dtype=dtype, device=device)
+    qs = read_prompts(limit=4 if tiny else 16)
+    ids = [encode_chat(tok, q["turns"][:1]) for q in qs]
+    return target, load_shipped_drafter(target), qs, ids, 8 if tiny else 64
+
 def batch_phase(path:Path, device:str, tiny:bool):
     """Issue 14's batch table on this device, bf16: Hugging Face batched static against the fused
     round's batches (`generate_fused_batch`) and, at the first batch size, `generate_batch`."""
-    import datetime, torch
-    from flashspec.models import load_target, encode_chat, hardware
-    from flashspec.data import read_prompts
-    from flashspec.eagle import load_shipped_drafter
+    import datetime
+    from flashspec.models import hardware
     from flashspec.engine import auto_tree
     from flashspec.batch import generate_batch, generate_fused_batch, Request
     from flashspec.kvcache import bucket_slots
-    target, tok = load_target(dtype=torch.bfloat16, device=device)
-    draft = load_shipped_drafter(target)
-    qs = read_prompts(limit=4 if tiny else 16)
-    ids, n = [encode_chat(tok, q["turns"][:1]) for q in qs], 8 if tiny else 64
+    target, draft, qs, ids, n = first_turns(device, "bfloat16", tiny)
     tree = auto_tree(target, draft)[0]
     nodes = len(tree.index_paths()) + 1
     reqs = lambda: [Request(p, n, category=q["category"], id=q["question_id"])
@@ -314,17 +321,13 @@ def batch_fp32_phase(path:Path, device:str, tiny:bool):
     """Issue 14's lossless check on this device, fp32: 16 first turns through the fused round's
     batches of 8 (the shipped drafter, the fixed 4 x 3 tree with a lookup chain), each output
     against the same request decoded alone by Hugging Face `generate`."""
-    import datetime, torch
-    from flashspec.models import load_target, encode_chat, hardware
-    from flashspec.data import read_prompts
-    from flashspec.eagle import load_shipped_drafter
+    import datetime
+    from flashspec.models import hardware
     from flashspec.tree import TreeConfig
     from flashspec.batch import generate_fused_batch, hf_generate_batched, Request
     from flashspec.bench import FUSED_CHAIN
-    target, tok = load_target(dtype=torch.float32, device=device)
-    draft = load_shipped_drafter(target)
-    qs = read_prompts(limit=4 if tiny else 16)
-    ids, n, B = [encode_chat(tok, q["turns"][:1]) for q in qs], 8 if tiny else 64, 2 if tiny else 8
+    target, draft, _, ids, n = first_turns(device, "float32", tiny)
+    B = 2 if tiny else 8
     t0 = time.perf_counter()
     ref = hf_generate_batched(target, ids, 1, n)[0]  # one request at a time: no padding
     t_hf, t0 = time.perf_counter() - t0, time.perf_counter()
