@@ -216,8 +216,8 @@ def _atomic_save_dataset(ds, path:Path) -> None:
         if tmp.exists(): shutil.rmtree(tmp, ignore_errors=True)
 
 def _sharded(out:Path, convs:list, make_rows, shard_size:int, progress:bool, desc:str):
-    """Build rows shard by shard (`make_rows(convs) -> rows`), each saved atomically; skip shards
-    already on disk."""
+    """Build rows shard by shard (`make_rows(convs, first) -> rows`, `first` the index of the
+    shard's first conversation), each saved atomically; skip shards already on disk."""
     from datasets import Dataset, concatenate_datasets, load_from_disk
     from tqdm.auto import tqdm
     shards = []
@@ -225,7 +225,7 @@ def _sharded(out:Path, convs:list, make_rows, shard_size:int, progress:bool, des
     for s in range(0, len(convs), shard_size):
         path = out/"shards"/f"{s // shard_size:05d}"
         if not path.exists():
-            rows = make_rows(convs[s:s + shard_size])
+            rows = make_rows(convs[s:s + shard_size], s)
             if rows: _atomic_save_dataset(Dataset.from_list(rows), path)
         if path.exists(): shards.append(load_from_disk(str(path)))
         bar.update(min(shard_size, len(convs) - s))
@@ -256,15 +256,13 @@ def make_distill_data(target, tok, out:str|Path, # output folder (shards, then `
                      ):
     """Sequence-level KD data: the target's answers (and top-k logits) for the prompt pool, as a
     `datasets` Dataset."""
-    convs = pool_slice(prompts, 0, n_prompts)
-    start = {id(c): i for i, c in enumerate(convs)}  # a shard's seed: where it starts
-    def rows(part):
-        sd = None if seed is None else seed + start[id(part[0])]
+    def rows(convs, first):
         r = answer_conversations(
-            target, tok, part, max_prompt_tokens, max_new_tokens, batch_size,
-            temperature=temperature, seed=sd)
+            target, tok, convs, max_prompt_tokens, max_new_tokens, batch_size,
+            temperature=temperature, seed=None if seed is None else seed + first)
         return topk_pass(target, r, topk) if topk else r
-    return _sharded(Path(out), convs, rows, shard_size, progress, "distill data")
+    return _sharded(
+        Path(out), pool_slice(prompts, 0, n_prompts), rows, shard_size, progress, "distill data")
 
 def save_answers(path:str|Path, toks:list, # each row's token ids: its prompt, then its answer
                  n_prompt:list, turn:list, # each row's prompt length and turn index
@@ -389,7 +387,7 @@ def make_text_data(target, tok, out:str|Path, prompts:str|Path|None=None,
     "The target's top-k over existing conversation text (no generation), as a `datasets` Dataset."
     return _sharded(
         Path(out), pool_slice(prompts, start, stop),
-        lambda cs: topk_pass(target, text_rows(tok, cs, max_tokens), topk), shard_size, progress,
+        lambda cs, _: topk_pass(target, text_rows(tok, cs, max_tokens), topk), shard_size, progress,
         "text data")
 
 # %% ../nbs/02_distill.ipynb #00fcce42
