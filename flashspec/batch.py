@@ -18,7 +18,7 @@ from .engine import median_ms
 from .decode import Drafter, ModelDrafter, DecodeStats, check_prompt, check_room
 from .decode import prefill_prompt, end_round, _eos_set, _as_drafter
 from .decode import count_round, take_tokens
-from .fused import fused_tree, kept_round, seed_round
+from .fused import fused_tree, kept_round, seed_round, fused_auto_tree
 
 # %% auto #0
 __all__ = ['HEALTHY', 'Request', 'Result', 'drafter_factory', 'acceptance_estimate', 'allocate_nodes', 'batch_forward_ms',
@@ -417,7 +417,9 @@ def generate_fused_batch(target, # the target causal LM (a family with a native 
                          # `Request`s (or plain prompt id lists), greedy or all with one sampling
                          requests:list=(),
                          batch_size:int=8, # rows: requests decoded at once; the others wait
-                         tree:TreeConfig|None=None, # every request's fixed tree
+                         # every request's fixed tree; "auto": the fused round's measured pick
+                         # for this batch size (`fused_auto_tree`), plain decoding if that is none
+                         tree:TreeConfig|str|None=None,
                          chain:int=0, # a lookup chain of this many nodes beside each row's tree
                          max_len:int|None=None, # slots per row (default: the largest request's)
                          graph:bool|None=None, # one CUDA graph a round (default: on CUDA)
@@ -429,6 +431,13 @@ def generate_fused_batch(target, # the target causal LM (a family with a native 
     batching): one `Result` per request, in order, each the target's own greedy output, or a sample
     of its own distribution."""
     t_start = time.perf_counter()
+    if isinstance(tree, str):
+        if tree != "auto":
+            raise ValueError(f"tree must be a TreeConfig, None or 'auto', not {tree!r}.")
+        if fd is None: raise ValueError("tree='auto' picks a drafter's tree: give fd.")
+        rows = max(1, min(batch_size, len(requests)))  # the round `kept_round` makes below
+        tree = fused_auto_tree(target, fd, chain, batch_size=rows)[0]
+        if not tree.index_paths(): fd = None  # plain rounds measured fastest: no drafting
     paths = () if fd is None else (tree or TreeConfig()).index_paths()
     t = fused_tree(paths, chain)[0]
     results, queue, sampling = [None] * len(requests), [], None

@@ -352,15 +352,17 @@ def fused_costs(target, fd, # the target, and a `FeatureDraft` with its acceptan
                 refresh:bool=False, # measure again even if cached
                 path=None, # the cache file (default `cache_dir()/costs.json`)
                 progress:bool=True, # a progress bar (stderr) while measuring
+                batch_size:int=1, # rows a round decodes (`generate_fused_batch`'s batch size)
                ) -> dict:
-    """Measured `{N: ms}`: a fused round on this device with the drafter's best tree of N nodes
-    (cached)."""
+    """Measured `{N: ms}`: a fused round of `batch_size` rows on this device, each row with the
+    drafter's best tree of N nodes (cached)."""
     from flashspec.models import cache_dir
     from tqdm.auto import tqdm
     P = P if P is not None else draft_acceptance(fd)
     if P is None: raise ValueError("fused_costs needs the drafter's acceptance table P.")
     path = Path(path) if path else cache_dir()/"costs.json"
     key = _costs_key(target, fd, "native", False) + f"|fused|chain={chain}"
+    if batch_size > 1: key += f"|rows={batch_size}"  # a batch's costs: a key of their own
     book = json.loads(path.read_text()) if path.exists() else {}
     if key in book and not refresh: return {int(k): v for k, v in book[key].items()}
     dev = target.get_output_embeddings().weight.device
@@ -371,8 +373,8 @@ def fused_costs(target, fd, # the target, and a `FeatureDraft` with its acceptan
         tree = TreeConfig(paths=optimal_tree(P, n - 1)) if n > 1 else None
         d = max((len(q) for q in tree.index_paths()), default=0) if tree else 0
         room = bucket_slots(len(ids) + (rounds + 2) * (d + 1) + n + chain)
-        rs[n] = FusedRound(target, fd if tree else None, tree, room, chain)
-        rs[n].start(ids.to(dev))
+        rs[n] = FusedRound(target, fd if tree else None, tree, room, chain, batch_size=batch_size)
+        for b in range(batch_size): rs[n].start(ids.to(dev), b)  # every row the same request
     ctx, ms = {n: ids.tolist() for n in sizes}, {n: [] for n in sizes}
     # the sizes in turn, `rounds` times over (after two warm-ups): a drift of the machine's speed
     # hits every size alike
@@ -380,7 +382,8 @@ def fused_costs(target, fd, # the target, and a `FeatureDraft` with its acceptan
                   leave=False, disable=not progress, file=sys.stderr):
         for n, r in rs.items():
             t0 = time.perf_counter()
-            new = r.step([ctx[n]])[0][0]  # the copy to the host waits for the round
+            # the copy to the host waits for the round; the rows agree (one request)
+            new = r.step([ctx[n]] * batch_size)[0][0]
             if i >= 2: ms[n].append(1000 * (time.perf_counter() - t0))
             ctx[n] += new
     out = {n: statistics.median(t) for n, t in ms.items()}
@@ -393,7 +396,8 @@ def fused_auto_tree(target, fd, chain:int=0, # as `fused_costs`
                     costs:dict|None=None, # `{N: ms}` (default: `fused_costs`, measured or cached)
                     P=None, max_nodes:int=64, **kw) -> tuple[TreeConfig, list[dict]]:
     """The fused round's tree for `fd` on this device: `(TreeConfig, every size's figures)`, the
-    most expected tokens per millisecond (`best_tree` on the fused round's measured costs)."""
+    most expected tokens per millisecond (`best_tree` on the fused round's measured costs); for a
+    batch, `batch_size=B` (passed to `fused_costs`): every row's tokens over the batch's round."""
     P = P if P is not None else draft_acceptance(fd)
     if P is None: raise ValueError("fused_auto_tree needs the drafter's acceptance table P.")
     costs = costs or fused_costs(target, fd, chain=chain, P=P, **kw)

@@ -19,12 +19,15 @@ in this order; what the last run left owed first, the compiled phase last, its g
 questions):
   batch        issue 14: 16 requests at batch 8 and 16 in bf16: Hugging Face's batched `generate`
                with its static cache (left-padded) against the fused round's batches
-               (`generate_fused_batch`: plain, the cost model's tree; at batch 8 also compiled) and,
-               at batch 8, the eager loop (`generate_batch`: the tree, per-request budgets);
-               tokens/s, first calls, and outputs compared with Hugging Face's, a JSON rewritten
-               after every row. It measures the cost model's costs on a fresh machine (about 25 s,
-               cached for the later phases). Its 65 s share in the second H200 run (the eager loop
-               then) ended before its first row
+               (`generate_fused_batch`: plain, and on the batch's own tree, `tree="auto"`: a round
+               of B rows timed per tree size on its first call, cached), then at batch 8 the
+               one-request tree (the eager cost model's), the batch's tree compiled, and the eager
+               loop (`generate_batch`: the tree, per-request budgets); tokens/s, first calls, nodes
+               and outputs compared with Hugging Face's, a JSON rewritten after every row. It
+               measures the cost model's costs on a fresh machine (about 25 s, cached for the later
+               phases). Its 65 s share in the second H200 run (the eager loop then) ended before
+               its first row; on this CPU a batch of 8 picks plain rounds (07e, *The batch's own
+               tree*), where one request picks 2 nodes
   fused-tree   the fused round's own cost model (`fused_costs`: a round of each tree size timed on
                the device, cached), first run on a GPU here, through one short answer; if it fails,
                the later phases verify the eager cost model's tree (their `--fused-tree` dropped)
@@ -75,7 +78,7 @@ limit stops it, and its log; checkpoints are removed once a draft exists), and t
 every phase that ended before the run's limit.
 To give the training the whole run:
   . .dev/env.sh && python3 tools/gpu_session.py --out $OUT --budget 540 --phases train
-Rehearsal here (2026-12-04, a 2-core AMD EPYC: the seven default phases all ended "ok" in 2.2 minutes
+Rehearsal here (2026-12-04, a 2-core AMD EPYC: the seven default phases all ended "ok" in 2.0 minutes
 with this machine's costs cached; `--phases train --budget 600` ran the tiny sampled answers, features
 and training to the end in 47 s). A CPU cannot record a CUDA graph: the fused phases run their rounds
 eagerly here:
@@ -265,57 +268,68 @@ def first_turns(device:str, dtype:str, tiny:bool) -> tuple:
 
 def batch_phase(path:Path, device:str, tiny:bool):
     """Issue 14's batch table on this device, bf16: Hugging Face batched static against the fused
-    round's batches (`generate_fused_batch`) and, at the first batch size, `generate_batch`."""
+    round's batches (`generate_fused_batch`: plain, and on each batch size's own measured tree,
+    `tree="auto"`) and, at the first batch size, the one-request tree, the compiled round and
+    `generate_batch`."""
     import datetime
     from flashspec.models import hardware
     from flashspec.engine import auto_tree
+    from flashspec.fused import fused_auto_tree, FUSED_SIZES
     from flashspec.batch import generate_batch, generate_fused_batch, Request
     from flashspec.kvcache import bucket_slots
     target, draft, qs, ids, n = first_turns(device, "bfloat16", tiny)
-    tree = auto_tree(target, draft)[0]
-    nodes = len(tree.index_paths()) + 1
+    tree = auto_tree(target, draft)[0]  # the eager cost model's, for one request
+    nodes = lambda t: len(t.index_paths()) + 1
     reqs = lambda: [Request(p, n, category=q["category"], id=q["question_id"])
                     for p, q in zip(ids, qs)]
-    # one cache size for every batch; Hugging Face compiles once per batch size (on CUDA), so each
-    # size is warmed up on one batch of a few tokens before it is timed; the fused round records
-    # its graph (and compiles) on its first call, warmed up the same way
-    slots = bucket_slots(max(map(len, ids)) + n + nodes)
+    # one cache size for every batch and tree; Hugging Face compiles once per batch size (on CUDA),
+    # so each size is warmed up on one batch of a few tokens before it is timed; the fused round
+    # records its graph (and compiles) on its first call, warmed up the same way, and with
+    # tree="auto" it first measures a round of B rows per tree size (cached: in the first call)
+    slots = bucket_slots(max(map(len, ids)) + n + max(nodes(tree), max(FUSED_SIZES)))
     def timed(call):
         t0 = time.perf_counter(); res = call()
         return [r.tokens for r in res], time.perf_counter() - t0
-    def fused(B, d, compile=False):
-        call = lambda rs: generate_fused_batch(target, d, rs, batch_size=B, tree=tree,
+    def fused(B, d, t, name, compile=False):
+        call = lambda rs: generate_fused_batch(target, d, rs, batch_size=B, tree=t,
                                                max_len=slots, compile=compile)
         t0 = time.perf_counter(); call([Request(p, 4) for p in ids[:B]])
-        first[f"fused {'tree' if d else 'plain'}{' compiled' if compile else ''}, B={B}"] = (
-            time.perf_counter() - t0)
+        first[f"fused {name}, B={B}"] = time.perf_counter() - t0
         return timed(lambda: call(reqs()))
     def eager(B, budget=None):
         return timed(lambda: generate_batch(target, draft, reqs(), batch_size=B, tree=tree,
                                             node_budget=budget))
     rows, first = [], {}
-    def row(B, name, got, ref):
+    def row(B, name, got, ref, t=None):
         outs, sec = got
-        rows.append(dict(B=B, method=name, tokens_per_s=sum(map(len, outs)) / sec,
+        rows.append(dict(B=B, method=name, nodes=None if t is None else nodes(t),
+                         tokens_per_s=sum(map(len, outs)) / sec,
                          same_as_hf=sum(o == r for o, r in zip(outs, ref)), requests=len(outs)))
         print(json.dumps(rows[-1]), flush=True)
         path.write_text(json.dumps(dict(
             label=(f"{datetime.date.today()}, {hardware(device)}, bf16, SmolLM2-135M-Instruct, "
-                   f"shipped feature drafter, {len(ids)} Spec-Bench first turns, {n} new tokens,"
-                   f" the cost model's tree ({nodes} nodes)"),
+                   f"shipped feature drafter, {len(ids)} Spec-Bench first turns, {n} new tokens;"
+                   f" one request's tree (eager cost model): {nodes(tree)} nodes"),
             first_call_s=first, rows=rows), indent=1))  # rewritten after every row
-    sizes = (1, 2) if tiny else (8, 16)
+    sizes, refs = ((1, 2) if tiny else (8, 16)), {}
     for B in sizes:  # batch 1 is the bench phases' (issue 14 asks for batch 8)
         t0 = time.perf_counter(); hf_batched(target, ids[:B], B, 4, slots)
         first[f"hf-static, B={B}"] = time.perf_counter() - t0
-        ref = hf_batched(target, ids, B, n, slots)
+        ref = refs[B] = hf_batched(target, ids, B, n, slots)
         row(B, "hf-static, left-padded", ref, ref[0])
-        row(B, "flashspec fused, plain", fused(B, None), ref[0])
-        row(B, "flashspec fused, tree", fused(B, draft), ref[0])
-        if B != sizes[0]: continue
-        row(B, "flashspec fused, tree, compiled", fused(B, draft, compile=True), ref[0])
-        row(B, "flashspec eager loop, tree", eager(B), ref[0])
-        row(B, "flashspec eager loop, per-request budgets", eager(B, "auto"), ref[0])
+        row(B, "flashspec fused, plain", fused(B, None, None, "plain"), ref[0])
+        # the rehearsal: a small table of B rows, cached where tree="auto" reads it
+        if tiny: fused_auto_tree(target, draft, batch_size=B, sizes=(1, 2, 4), rounds=2)
+        got = fused(B, draft, "auto", "the batch's tree")
+        row(B, "flashspec fused, the batch's tree", got, ref[0],
+            fused_auto_tree(target, draft, batch_size=B)[0])  # the pick, cached by the call
+    B, ref = sizes[0], refs[sizes[0]][0]  # then, at batch 8: the rest
+    row(B, "flashspec fused, one request's tree", fused(B, draft, tree, "tree"), ref, tree)
+    row(B, "flashspec fused, the batch's tree, compiled",
+        fused(B, draft, "auto", "the batch's tree compiled", compile=True), ref,
+        fused_auto_tree(target, draft, batch_size=B)[0])
+    row(B, "flashspec eager loop, one request's tree", eager(B), ref, tree)
+    row(B, "flashspec eager loop, per-request budgets", eager(B, "auto"), ref)
 
 def batch_fp32_phase(path:Path, device:str, tiny:bool):
     """Issue 14's lossless check on this device, fp32: 16 first turns through the fused round's
