@@ -15,11 +15,11 @@ from .tree import Tree, TreeConfig, TreeBatch, compile_tree
 from .kvcache import StaticKVCache, forward as hf_forward
 
 # %% auto #0
-__all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'put_rows', 'NativeForward',
-           'TreeInputs', 'accept_tensors', 'greedy_accept', 'greedy_accept_batch', 'HFForward', 'allow_recompiles',
-           'make_forward', 'median_ms', 'forward_ms', 'expected_accepted', 'optimal_tree', 'best_tree', 'cpu_id',
-           'other_load', 'forward_passes', 'tree_costs', 'draft_acceptance', 'auto_tree', 'chain_acceptance',
-           'calibrated_acceptance', 'node_padding']
+__all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'put_rows', 'group_bias',
+           'gqa_attention', 'NativeForward', 'TreeInputs', 'accept_tensors', 'greedy_accept', 'greedy_accept_batch',
+           'HFForward', 'allow_recompiles', 'make_forward', 'median_ms', 'forward_ms', 'expected_accepted',
+           'optimal_tree', 'best_tree', 'cpu_id', 'other_load', 'forward_passes', 'tree_costs', 'draft_acceptance',
+           'auto_tree', 'chain_acceptance', 'calibrated_acceptance', 'node_padding']
 
 # %% ../nbs/05a_engine.ipynb #7caaae8c
 NATIVE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
@@ -130,6 +130,27 @@ def put_rows(buf:torch.Tensor, # (B, H, S, hd) a cache buffer
     "Write `x` into `buf` at each row's own slots (one scatter along the slot dimension)."
     buf.scatter_(2, slots[:, None, :, None].expand_as(x), x)
 
+def group_bias(bias:torch.Tensor, # (B, 1, T, S) an additive attention bias
+               groups:int, # query heads per key/value head
+              ) -> torch.Tensor:
+    "`bias` tiled for `gqa_attention`: `(B, 1, groups * T, S)`, row `g * T + t` is row `t`."
+    if groups == 1: return bias
+    B, _, T, S = bias.shape
+    return bias[:, :, None].expand(B, 1, groups, T, S).reshape(B, 1, groups * T, S)
+
+def gqa_attention(q:torch.Tensor, # (B, H, T, hd) queries
+                  k:torch.Tensor, v:torch.Tensor, # (B, Hkv, S, hd) a layer's cached keys, values
+                  bias:torch.Tensor, # (B, 1, H // Hkv * T, S): `group_bias` of the (B, 1, T, S) one
+                  scale:float) -> torch.Tensor:
+    """Grouped-query attention reading the cache as it is: the `H // Hkv` query heads of a key/value
+    head as one query of `H // Hkv * T` rows; `(B, T, H, hd)`, as Hugging Face's attention gives."""
+    B, H, T, hd = q.shape
+    Hkv = k.shape[1]
+    # heads h = j * (H // Hkv) + r read key/value head j (Hugging Face's `repeat_kv` order)
+    o = F.scaled_dot_product_attention(
+        q.reshape(B, Hkv, H // Hkv * T, hd), k, v, attn_mask=bias, scale=scale)
+    return o.reshape(B, H, T, hd).transpose(1, 2)
+
 class NativeForward:
     """A plain forward over a Llama-family model's own modules, writing K/V into a `StaticKVCache`
     at explicit slots."""
@@ -193,6 +214,10 @@ class NativeForward:
         else: put = lambda buf, x: put_rows(buf, slots, x)
         x = self.embed(tokens)                                               # (B, T, d)
         cos, sin = self.rotary(x, positions)
+        # SDPA (Hugging Face's default): grouped queries over the cache as it is, where Hugging
+        # Face's copies each layer's keys and values per query head for more than one query row
+        sdpa = self.model.config._attn_implementation == "sdpa"
+        if sdpa: gbias = group_bias(bias, self.layers[0].self_attn.num_key_value_groups)
         got = {}  # hidden-state index -> (B, T, d), as Hugging Face's `hidden_states[index]`
         for i, layer in enumerate(self.layers):
             if i in layers: got[i] = x
@@ -207,7 +232,10 @@ class NativeForward:
             q, k = apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
             put(cache.keys[i], k); put(cache.values[i], v.transpose(1, 2))
             # (B, T, H, hd)
-            o, _ = attn(a, q, cache.keys[i], cache.values[i], bias, dropout=0.0, scaling=a.scaling)
+            if sdpa: o = gqa_attention(q, cache.keys[i], cache.values[i], gbias, a.scaling)
+            else:
+                o, _ = attn(
+                    a, q, cache.keys[i], cache.values[i], bias, dropout=0.0, scaling=a.scaling)
             x = x + lin(a.o_proj, o.reshape(B, T, -1))
             x = x + self._mlp(layer.mlp, layer.post_attention_layernorm(x), lin)
         x = self.norm(x)
@@ -479,7 +507,8 @@ def cpu_id(path:str="/proc/cpuinfo") -> str:
 
 def _costs_key(target, draft, engine:str, compile:bool) -> str:
     """Which measurement a cost entry is: hardware (with `cpu_id` on a CPU), target, dtype,
-    quantization, engine, draft, threads."""
+    quantization, engine (and its attention: tables made before `gqa_attention` are not read),
+    draft, threads."""
     from flashspec.models import hardware
     from flashspec.distill import target_fingerprint
     w = target.get_output_embeddings().weight
@@ -488,7 +517,7 @@ def _costs_key(target, draft, engine:str, compile:bool) -> str:
     v = getattr(draft, "vocab", None)
     return (
         f"{hw}|{target_fingerprint(target)}|{w.dtype}|{engine}|compile={compile}"
-        "|matmul=auto|"
+        "|matmul=auto|attn=grouped|"
         f"{type(draft).__name__}:{n}:{0 if v is None else len(v)}|threads={torch.get_num_threads()}"
         # `quantize_target`'s method
         + (f"|quant={q}" if (q := getattr(target, "flashspec_quant", None)) else ""))
