@@ -16,7 +16,7 @@ from .tree import Tree, TreeConfig, compile_tree, batch_trees, tree_bias
 from .verify import Sampling, probs, verify_greedy, verify_sampling
 from .kvcache import StaticKVCache, append, forward, prefill, tree_step, commit
 from .kvcache import causal_bias, bucket_slots
-from .engine import make_forward, TreeInputs, greedy_accept, _interp
+from .engine import make_forward, TreeInputs, greedy_accept, _interp, NativeForward
 
 # %% auto #0
 __all__ = ['Draft', 'Drafter', 'TreeDrafter', 'ModelDrafter', 'PromptLookupDrafter', 'merge_drafts', 'draft_token_paths',
@@ -654,10 +654,12 @@ def prefill_prompt(
     n0, n = int(cache.lengths[0]), len(ids) - 1
     if n <= n0: return None
     dev = cache.keys[0].device
+    # an empty row, through the native forward: no bias, causal over the prompt alone
+    bias = (None if n0 == 0 and isinstance(fwd, NativeForward)
+            else causal_bias(cache, cache.lengths, n - n0, dtype).to(dev))
     _, feats = fwd(
         cache, ids[None, n0:n].to(dev), torch.arange(n0, n, device=dev)[None],
-        torch.arange(n0, n, device=dev), causal_bias(cache, cache.lengths, n - n0, dtype).to(dev),
-        layers, rows=torch.arange(0, device=dev))
+        torch.arange(n0, n, device=dev), bias, layers, rows=torch.arange(0, device=dev))
     cache.lengths += n - n0
     return None if feats is None else feats[0]
 

@@ -187,7 +187,9 @@ class NativeForward:
     def __call__(self, cache:StaticKVCache, tokens:torch.Tensor, # (B, T)
                  positions:torch.Tensor, # (B, T) position ids
                  slots:torch.Tensor, # (T,) KV slots written (the same for every row), or (B, T)
-                 bias:torch.Tensor, # (B, 1, T, max_len) additive attention bias
+                 # (B, 1, T, max_len) additive attention bias; None: a prefill into empty rows
+                 # (slots 0 .. T - 1, causal over its own tokens)
+                 bias:torch.Tensor|None,
                  layers:tuple=(), # hidden-state indices to return (concatenated)
                  # (R,) positions whose logits are computed (default: all)
                  rows:torch.Tensor|None=None,
@@ -217,7 +219,14 @@ class NativeForward:
         # SDPA (Hugging Face's default): grouped queries over the cache as it is, where Hugging
         # Face's copies each layer's keys and values per query head for more than one query row
         sdpa = self.model.config._attn_implementation == "sdpa"
-        if sdpa: gbias = group_bias(bias, self.layers[0].self_attn.num_key_value_groups)
+        groups = self.layers[0].self_attn.num_key_value_groups
+        # a prefill into empty rows: with SDPA causal over the T new slots alone (no bias; the
+        # kernel skips what the mask would hide), else the bias made here
+        first = bias is None
+        if first and not sdpa:
+            bias = torch.full((T, cache.max_len), torch.finfo(x.dtype).min, dtype=x.dtype,
+                              device=x.device).triu(1)[None, None]
+        if sdpa and not first: gbias = group_bias(bias, groups)
         got = {}  # hidden-state index -> (B, T, d), as Hugging Face's `hidden_states[index]`
         for i, layer in enumerate(self.layers):
             if i in layers: got[i] = x
@@ -232,7 +241,11 @@ class NativeForward:
             q, k = apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
             put(cache.keys[i], k); put(cache.values[i], v.transpose(1, 2))
             # (B, T, H, hd)
-            if sdpa: o = gqa_attention(q, cache.keys[i], cache.values[i], gbias, a.scaling)
+            if sdpa and first:
+                o = F.scaled_dot_product_attention(
+                    q, cache.keys[i][:, :, :T], cache.values[i][:, :, :T], is_causal=True,
+                    scale=a.scaling, enable_gqa=groups > 1).transpose(1, 2)
+            elif sdpa: o = gqa_attention(q, cache.keys[i], cache.values[i], gbias, a.scaling)
             else:
                 o, _ = attn(
                     a, q, cache.keys[i], cache.values[i], bias, dropout=0.0, scaling=a.scaling)
