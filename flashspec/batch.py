@@ -435,7 +435,8 @@ def generate_fused_batch(target, # the target causal LM (a family with a native 
         if tree != "auto":
             raise ValueError(f"tree must be a TreeConfig, None or 'auto', not {tree!r}.")
         if fd is None: raise ValueError("tree='auto' picks a drafter's tree: give fd.")
-        rows = max(1, min(batch_size, len(requests)))  # the round `kept_round` makes below
+        # the round's rows below (fewer if some requests are refused there)
+        rows = max(1, min(batch_size, len(requests)))
         tree = fused_auto_tree(target, fd, chain, batch_size=rows)[0]
         if not tree.index_paths(): fd = None  # plain rounds measured fastest: no drafting
     paths = () if fd is None else (tree or TreeConfig()).index_paths()

@@ -12,7 +12,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, eager_attention_forward
 from .models import check_supported, atomic_write
 from .tree import Tree, TreeConfig, TreeBatch, compile_tree
-from .kvcache import StaticKVCache, forward as hf_forward
+from .kvcache import StaticKVCache, causal_bias, forward as hf_forward
 
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'put_rows', 'group_bias',
@@ -223,9 +223,8 @@ class NativeForward:
         # a prefill into empty rows: with SDPA causal over the T new slots alone (no bias; the
         # kernel skips what the mask would hide), else the bias made here
         first = bias is None
-        if first and not sdpa:
-            bias = torch.full((T, cache.max_len), torch.finfo(x.dtype).min, dtype=x.dtype,
-                              device=x.device).triu(1)[None, None]
+        if first and not sdpa:  # (1, 1, T, max_len), every row alike
+            bias = causal_bias(cache, torch.zeros(1, dtype=torch.long), T, x.dtype).to(x.device)
         if sdpa and not first: gbias = group_bias(bias, groups)
         got = {}  # hidden-state index -> (B, T, d), as Hugging Face's `hidden_states[index]`
         for i, layer in enumerate(self.layers):
