@@ -13,6 +13,7 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, eager
 from .models import check_supported, atomic_write
 from .tree import Tree, TreeConfig, TreeBatch, compile_tree
 from .kvcache import StaticKVCache, causal_bias, forward as hf_forward
+from .kernel import rows_kernel, rows_linear, rows_ok
 
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'put_rows', 'group_bias',
@@ -23,7 +24,7 @@ __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Pr
 
 # %% ../nbs/05a_engine.ipynb #7caaae8c
 NATIVE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
-MATMULS = ("auto", "linear", "wx")
+MATMULS = ("auto", "linear", "wx", "rows")
 
 def wx_linear(x:torch.Tensor, # (..., K)
               w:torch.Tensor, # (N, K) a linear layer's weight
@@ -52,15 +53,16 @@ def _plain_linear(mod) -> bool:
 def pick_matmul(weights:list, # (N, K) weights of the linear layers a forward runs, in order
                 m:int, # rows per product (tokens in the forward)
                 repeats:int=3) -> str:
-    """`'wx'` or `'linear'`: whichever multiplies `m` rows by every weight of `weights` faster here
-    (median of `repeats`)."""
+    """`'linear'`, `'wx'` or `'rows'` (where `rows_ok`: the kernel of *A product kernel*): whichever
+    multiplies `m` rows by every weight of `weights` faster here (median of `repeats`)."""
     xs = {w.shape[1]: torch.randn(m, w.shape[1], dtype=w.dtype) for w in weights}
     def run(f):
         t0 = time.perf_counter()
         for w in weights: f(xs[w.shape[1]], w)
         return time.perf_counter() - t0
-    times = {}
-    for name, f in (("linear", F.linear), ("wx", wx_linear)):
+    times, forms = {}, [("linear", F.linear), ("wx", wx_linear)]
+    if all(rows_ok(xs[w.shape[1]], w) for w in weights): forms.append(("rows", rows_linear))
+    for name, f in forms:
         run(f)                                                             # warm-up
         times[name] = statistics.median(run(f) for _ in range(repeats))
     return min(times, key=times.get)
@@ -69,7 +71,8 @@ class Products:
     """A module's float linear products on the CPU, each in the form measured fastest for its row
     count (`pick_matmul`)."""
     def __init__(self, owner:torch.nn.Module, # the module whose `nn.Linear` layers are measured
-                 # "linear" (`F.linear`), "wx" (`wx_linear`), or "auto" (measured per row count)
+                 # "linear" (`F.linear`), "wx" (`wx_linear`), "rows" (`rows_linear`), or "auto"
+                 # (measured per row count)
                  matmul:str="auto",
                  # with "auto", products of more rows than this use "linear" (no measurement)
                  max_pick:int=32,
@@ -109,19 +112,19 @@ class Products:
 
     def __call__(self, m:int):
         "`lin(layer, x)` for products of `m` rows: `layer` a linear module or an (N, K) weight."
-        return self.lin(self.form(m) == "wx")
+        return self.lin(self.form(m))
 
     @staticmethod
-    def lin(wx:bool):
-        """`lin(layer, x)` in the given form (`wx`: `wx_linear` where the layer is a float one on
-        the CPU)."""
+    def lin(form:str):
+        """`lin(layer, x)` in the given form (`"wx"`, `"rows"`: `wx_linear`, `rows_linear` where the
+        layer is a float one on the CPU, else `F.linear`). Inside `torch.compile`, which cannot
+        trace the kernel's foreign call, `"rows"` is `"wx"`."""
+        if form == "rows" and torch.compiler.is_compiling(): form = "wx"
+        f = {"wx": wx_linear, "rows": rows_linear}.get(form)
         def lin(layer, x):
             if isinstance(layer, torch.Tensor):
-                return (
-                    wx_linear(x, layer) if wx and layer.device.type == "cpu" else F.linear(x, layer)
-                )
-            return (
-                wx_linear(x, layer.weight, layer.bias) if wx and _plain_linear(layer) else layer(x))
+                return f(x, layer) if f and layer.device.type == "cpu" else F.linear(x, layer)
+            return f(x, layer.weight, layer.bias) if f and _plain_linear(layer) else layer(x)
         return lin
 
 def put_rows(buf:torch.Tensor, # (B, H, S, hd) a cache buffer
@@ -155,8 +158,8 @@ class NativeForward:
     """A plain forward over a Llama-family model's own modules, writing K/V into a `StaticKVCache`
     at explicit slots."""
     def __init__(self, model,
-                 # float linear layers on the CPU: "linear", "wx" (`wx_linear`), or measured per row
-                 # count
+                 # float linear layers on the CPU: "linear", "wx" (`wx_linear`), "rows"
+                 # (`rows_linear`), or measured per row count
                  matmul:str="auto",
                  # with "auto", forwards of more rows than this use "linear" (no measurement)
                  max_pick:int=32,
@@ -198,19 +201,19 @@ class NativeForward:
         "Returns `(logits (B, T or R, V), features (B, T, len(layers) * d) or None)`."
         B, T = tokens.shape
         R = T if rows is None else len(rows)
-        # chosen here, eagerly: plain flags below
-        wx, head_wx = self.form(B * T) == "wx", self.form(B * R) == "wx"
+        # chosen here, eagerly: plain strings below
+        form, head_form = self.form(B * T), self.form(B * R)
         return (run or self.run)(
-            cache, tokens, positions, slots, bias, tuple(layers), rows, wx, head_wx)
+            cache, tokens, positions, slots, bias, tuple(layers), rows, form, head_form)
 
     @torch.no_grad()
-    def run(self, cache, tokens, positions, slots, bias, layers, rows, wx:bool, head_wx:bool):
-        """The forward itself, with the product forms given (`wx` for the layers, `head_wx` for the
-        head)."""
+    def run(self, cache, tokens, positions, slots, bias, layers, rows, form:str, head_form:str):
+        """The forward itself, with the product forms given (`form` for the layers, `head_form` for
+        the head; see `Products.lin`)."""
         attn = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.model.config._attn_implementation, eager_attention_forward)
         B, T = tokens.shape
-        lin, head_lin = Products.lin(wx), Products.lin(head_wx)
+        lin, head_lin = Products.lin(form), Products.lin(head_form)
         # K/V written at one slot list for every row (T,), or at each row's own (B, T)
         if slots.dim() == 1: put = lambda buf, x: buf.index_copy_(2, slots, x)
         else: put = lambda buf, x: put_rows(buf, slots, x)
@@ -519,8 +522,8 @@ def cpu_id(path:str="/proc/cpuinfo") -> str:
 
 def _costs_key(target, draft, engine:str, compile:bool) -> str:
     """Which measurement a cost entry is: hardware (with `cpu_id` on a CPU), target, dtype,
-    quantization, engine (and its attention: tables made before `gqa_attention` are not read),
-    draft, threads."""
+    quantization, engine (its attention and whether the product kernel is built: tables made
+    before `gqa_attention` or `rows_linear` are not read), draft, threads."""
     from flashspec.models import hardware
     from flashspec.distill import target_fingerprint
     w = target.get_output_embeddings().weight
@@ -529,7 +532,7 @@ def _costs_key(target, draft, engine:str, compile:bool) -> str:
     v = getattr(draft, "vocab", None)
     return (
         f"{hw}|{target_fingerprint(target)}|{w.dtype}|{engine}|compile={compile}"
-        "|matmul=auto|attn=grouped|"
+        f"|matmul=auto{'+rows' if rows_kernel() else ''}|attn=grouped|"
         f"{type(draft).__name__}:{n}:{0 if v is None else len(v)}|threads={torch.get_num_threads()}"
         # `quantize_target`'s method
         + (f"|quant={q}" if (q := getattr(target, "flashspec_quant", None)) else ""))

@@ -96,7 +96,7 @@ class FusedRound:
         self.cache = StaticKVCache(target, max_len, B)
         self.tti = TreeInputs(self.tree, max_len, dev, dt)
         self.layers = () if fd is None else tuple(fd.layers)
-        self.wx = fwd.form(B * N) == "wx"  # the product form for B x N rows, chosen once
+        self.form = fwd.form(B * N)  # the product form for B x N rows, chosen once
         self.ar_m = torch.arange(self.M, device=dev)
         # the state a round reads and writes in place (addresses fixed for the graph); a row
         # without a request idles at 2 tokens (every index it makes stays in range), never advances
@@ -172,7 +172,7 @@ def fused_round(r:FusedRound) -> None:
     if r.fd is not None: toks = draft_levels(r, toks)
     if r.C: toks = toks.index_copy(1, r.chain_idx, r.chain)
     bias, pos, slots = ti.build(n - 1)  # each row's root at its slot n - 1
-    logits, feats = r.run(r.cache, toks, pos, slots, bias, r.layers, None, r.wx, r.wx)
+    logits, feats = r.run(r.cache, toks, pos, slots, bias, r.layers, None, r.form, r.form)
     rows = lambda t: t.expand(r.B, *t.shape)  # the tree's (N, ...) tensors, one per row
     # sampled: one token drawn from the target after every node, the walk follows the draws
     drawn = None if r.sampling is None else sample_tokens(logits, r.sampling, r.gen)

@@ -12,12 +12,14 @@ import torch.nn.functional as F
 from .models import check_supported, quiet_imports
 from .draft import _decoder
 from .kvcache import StaticKVCache, prefill, append
+from .kernel import rows_q8
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 # %% auto #0
-__all__ = ['INT4_GROUP', 'QUANT_METHODS', 'ACTIVATION_QUANT', 'int8_product_saturates', 'Int8Linear', 'int4_groups', 'Int4Linear',
-           'batch_invariant_attention', 'batch_gap', 'quant_method', 'quantize_target', 'weight_bytes']
+__all__ = ['INT4_GROUP', 'INT8_GROUP', 'QUANT_METHODS', 'ACTIVATION_QUANT', 'int8_product_saturates', 'Int8Linear', 'int4_groups',
+           'Int4Linear', 'Int8WeightLinear', 'batch_invariant_attention', 'batch_gap', 'quant_method',
+           'quantize_target', 'weight_bytes']
 
 # %% ../nbs/06_quant.ipynb #062b9154
 @lru_cache(maxsize=None)
@@ -121,6 +123,48 @@ class Int4Linear(nn.Module):
             f" {self.group})")
 
 
+# %% ../nbs/06_quant.ipynb #q8w00002
+# inputs per scale and offset (*INT8 weights through the kernel* measures 32, 64 and a whole row)
+INT8_GROUP = 32
+
+class Int8WeightLinear(nn.Module):
+    """`y = x Wᵀ + b` with `W` in int8, one fp32 scale and offset per group of inputs, `x` as it is
+    (`rows_q8`: flashspec's kernel on the CPU)."""
+    @staticmethod
+    def fits(in_features:int, group:int=INT8_GROUP) -> bool:
+        "Whether a layer of `in_features` inputs splits into whole groups the kernel takes."
+        return in_features % group == 0 and group % 16 == 0
+
+    def __init__(self, linear:nn.Linear, group:int=INT8_GROUP):
+        super().__init__()
+        N, K = linear.out_features, linear.in_features
+        if not self.fits(K, group):
+            raise ValueError(
+                f"Int8WeightLinear needs in_features divisible by {group} (a multiple of 16); this"
+                f" layer maps {K} -> {N}.")
+        self.in_features, self.out_features, self.group = K, N, group
+        wg = linear.weight.detach().float().reshape(N, K // group, group)       # (N, G, g)
+        lo, hi = wg.amin(-1), wg.amax(-1)                                       # (N, G) each
+        s = ((hi - lo) / 255).clamp_min(1e-12)  # 256 levels over the group's range
+        o = lo + 128 * s  # w ~= q s + o, q in -128..127
+        q = torch.round((wg - o[..., None]) / s[..., None]).clamp(-128, 127).to(torch.int8)
+        self.register_buffer("qweight", q.reshape(N, K).contiguous())           # (N, K) int8
+        self.register_buffer("scales", s.contiguous())                          # (N, G) fp32
+        self.register_buffer("offsets", o.contiguous())                         # (N, G) fp32
+        self.bias = (
+            None
+            if linear.bias is None
+            else nn.Parameter(linear.bias.detach().clone(), requires_grad=False))
+
+    def forward(self, x):                                                       # x (..., K)
+        b = None if self.bias is None else self.bias.to(x.dtype)
+        return rows_q8(x, self.qweight, self.scales, self.offsets, b)
+
+    def extra_repr(self):
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, int8 weights"
+            f" (groups of {self.group})")
+
 # %% ../nbs/06_quant.ipynb #3799a12b
 QUANT_METHODS = {  # method -> device types it runs on
     # torch._int_mm on CUDA needs more than 16 rows: one-token steps could not use it
@@ -130,6 +174,7 @@ QUANT_METHODS = {  # method -> device types it runs on
     "torchao-int8-weight": ("cpu", "cuda"),
     "bnb-int8": ("cpu", "cuda"),
     "int4-weight": ("cpu",),  # Int4Linear: the CPU kernel of `_weight_int4pack_mm_for_cpu`
+    "int8-weight": ("cpu",),  # Int8WeightLinear: flashspec's kernel (`rows_q8`), float activations
 }
 # methods that round activations (per token, or to bf16): float noise between a one-token and a
 # many-token forward becomes whole rounding steps there, so their target runs the batch-invariant
@@ -151,6 +196,15 @@ def _check_int4(layers:nn.Module) -> None:
         raise ValueError(
             f"int4-weight needs in_features divisible by {INT4_GROUP} and out_features by 16; "
             f"this model's layers map {', '.join(f'{k} -> {n}' for k, n in bad)}.")
+
+def _check_int8_weight(layers:nn.Module) -> None:
+    "Refuse, before any layer changes, a layer `Int8WeightLinear` cannot take."
+    bad = sorted({(m.in_features, m.out_features) for m in layers.modules()
+                  if type(m) is nn.Linear and not Int8WeightLinear.fits(m.in_features)})
+    if bad:
+        raise ValueError(
+            f"int8-weight needs in_features divisible by {INT8_GROUP}; this model's layers map"
+            f" {', '.join(f'{k} -> {n}' for k, n in bad)}.")
 
 def _swap_linears(layers:nn.Module, make) -> None:
     "Replace every `nn.Linear` below `layers` by `make(linear)`."
@@ -267,11 +321,13 @@ def quantize_target(model, # a causal LM flashspec supports; modified in place
     layers = _decoder(model).layers
     # all layers checked first: none is left half done
     if method == "int4-weight": _check_int4(layers)
+    if method == "int8-weight": _check_int8_weight(layers)
     floor = batch_gap(model) if check else None  # the float model's own noise
     with quiet_imports():
         if method == "int8-rowwise": _swap_linears(layers, Int8Linear)
         elif method == "bnb-int8": _swap_linears(layers, _bnb_linear)
         elif method == "int4-weight": _swap_linears(layers, Int4Linear)
+        elif method == "int8-weight": _swap_linears(layers, Int8WeightLinear)
         elif method == "fbgemm-int8-dynamic":
             torch.ao.quantization.quantize_dynamic(
                 layers, {nn.Linear}, dtype=torch.qint8, inplace=True)
