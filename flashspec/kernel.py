@@ -149,18 +149,21 @@ def kernel_file(cc:str) -> Path:
         "\n".join((ROWS_SRC, " ".join(KERNEL_FLAGS), version, flags)).encode()).hexdigest()
     return cache_dir()/"kernels"/f"rows-{digest[:16]}.so"
 
-def build_kernel(cc:str, out:Path) -> str|None:
-    "Compile `ROWS_SRC` with `cc` into `out` (atomically); None, or the compiler's complaint."
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out.parent) as d:
-        src, so = Path(d)/"rows.c", Path(d)/"rows.so"
-        src.write_text(ROWS_SRC)
-        try:
-            r = subprocess.run([cc, *KERNEL_FLAGS, str(src), "-o", str(so)],
+def build_kernel(cc:str, out:Path,
+                 flags:tuple=KERNEL_FLAGS, # the compiler's options (`KERNEL_FLAGS`: for this CPU)
+                ) -> str|None:
+    """Compile `ROWS_SRC` with `cc` into `out` (atomically); None, or the complaint (the compiler's,
+    or an unwritable cache)."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=out.parent) as d:
+            src, so = Path(d)/"rows.c", Path(d)/"rows.so"
+            src.write_text(ROWS_SRC)
+            r = subprocess.run([cc, *flags, str(src), "-o", str(so)],
                                capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.SubprocessError) as e: return str(e)
-        if r.returncode: return (r.stderr or r.stdout).strip()[-500:] or f"exit {r.returncode}"
-        os.replace(so, out)
+            if r.returncode: return (r.stderr or r.stdout).strip()[-500:] or f"exit {r.returncode}"
+            os.replace(so, out)
+    except (OSError, subprocess.SubprocessError) as e: return str(e)
     return None
 
 # %% ../nbs/04a_kernel.ipynb #kn000009
