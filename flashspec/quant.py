@@ -190,21 +190,18 @@ def _check_int4(layers:nn.Module) -> None:
             "int4-weight needs torch's CPU int4 kernel"
             f" (torch.ops.aten._weight_int4pack_mm_for_cpu), which torch {torch.__version__} lacks;"
             " upgrade torch.")
-    bad = sorted({(m.in_features, m.out_features) for m in layers.modules()
-                  if type(m) is nn.Linear and not Int4Linear.fits(m.in_features, m.out_features)})
-    if bad:
-        raise ValueError(
-            f"int4-weight needs in_features divisible by {INT4_GROUP} and out_features by 16; "
-            f"this model's layers map {', '.join(f'{k} -> {n}' for k, n in bad)}.")
+    _refuse_shapes(
+        layers, Int4Linear.fits,
+        f"int4-weight needs in_features divisible by {INT4_GROUP} and out_features by 16")
 
-def _check_int8_weight(layers:nn.Module) -> None:
-    "Refuse, before any layer changes, a layer `Int8WeightLinear` cannot take."
+def _refuse_shapes(layers:nn.Module, fits, # fits(in_features, out_features) -> bool
+                   need:str) -> None: # what the method needs, the error's first half
+    "Refuse, before any layer changes, every `nn.Linear` shape below `layers` that `fits` rejects."
     bad = sorted({(m.in_features, m.out_features) for m in layers.modules()
-                  if type(m) is nn.Linear and not Int8WeightLinear.fits(m.in_features)})
+                  if type(m) is nn.Linear and not fits(m.in_features, m.out_features)})
     if bad:
-        raise ValueError(
-            f"int8-weight needs in_features divisible by {INT8_GROUP}; this model's layers map"
-            f" {', '.join(f'{k} -> {n}' for k, n in bad)}.")
+        shapes = ", ".join(f"{k} -> {n}" for k, n in bad)
+        raise ValueError(f"{need}; this model's layers map {shapes}.")
 
 def _swap_linears(layers:nn.Module, make) -> None:
     "Replace every `nn.Linear` below `layers` by `make(linear)`."
@@ -321,7 +318,9 @@ def quantize_target(model, # a causal LM flashspec supports; modified in place
     layers = _decoder(model).layers
     # all layers checked first: none is left half done
     if method == "int4-weight": _check_int4(layers)
-    if method == "int8-weight": _check_int8_weight(layers)
+    if method == "int8-weight":
+        _refuse_shapes(layers, lambda k, n: Int8WeightLinear.fits(k),
+                       f"int8-weight needs in_features divisible by {INT8_GROUP}")
     floor = batch_gap(model) if check else None  # the float model's own noise
     with quiet_imports():
         if method == "int8-rowwise": _swap_linears(layers, Int8Linear)
