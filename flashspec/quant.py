@@ -30,6 +30,11 @@ def int8_product_saturates() -> bool:
     a = torch.full((8, 64), 127, dtype=torch.int8)
     return int(torch._int_mm(a, a.t())[0, 0]) != 127 * 127 * 64
 
+def _frozen_bias(linear:nn.Linear) -> nn.Parameter|None:
+    "A copy of `linear`'s bias that no optimiser updates (None without one): a quantized layer's."
+    if linear.bias is None: return None
+    return nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+
 class Int8Linear(nn.Module):
     """`y = x Wᵀ + b` with `W` stored in int8 per output channel and `x` quantized to int8 per token
     on the fly."""
@@ -44,10 +49,7 @@ class Int8Linear(nn.Module):
         # (N, K) in [-qmax, qmax]
         self.register_buffer("qweight", torch.round(w / s[:, None]).to(torch.int8))
         self.register_buffer("wscale", s)                        # (N,) float32
-        self.bias = (
-            None
-            if linear.bias is None
-            else nn.Parameter(linear.bias.detach().clone(), requires_grad=False))
+        self.bias = _frozen_bias(linear)
 
     def forward(self, x):                                        # x (..., K)
         x2 = x.reshape(-1, self.in_features)  # (M, K), M = tokens in this forward
@@ -103,10 +105,7 @@ class Int4Linear(nn.Module):
         self.register_buffer("qweight", torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1))
         # (G, N, 2) bf16
         self.register_buffer("scales_zeros", torch.stack([s.t(), z.t()], -1).contiguous())
-        self.bias = (
-            None
-            if linear.bias is None
-            else nn.Parameter(linear.bias.detach().clone(), requires_grad=False))
+        self.bias = _frozen_bias(linear)
 
     def forward(self, x):                                                   # x (..., K)
         x2 = x.reshape(-1, self.in_features).bfloat16()                    # (M, K)
@@ -151,10 +150,7 @@ class Int8WeightLinear(nn.Module):
         self.register_buffer("qweight", q.reshape(N, K).contiguous())           # (N, K) int8
         self.register_buffer("scales", s.contiguous())                          # (N, G) fp32
         self.register_buffer("offsets", o.contiguous())                         # (N, G) fp32
-        self.bias = (
-            None
-            if linear.bias is None
-            else nn.Parameter(linear.bias.detach().clone(), requires_grad=False))
+        self.bias = _frozen_bias(linear)
 
     def forward(self, x):                                                       # x (..., K)
         b = None if self.bias is None else self.bias.to(x.dtype)
@@ -216,7 +212,7 @@ def _bnb_linear(linear:nn.Linear, threshold:float=6.0):
     q.weight = bnb.nn.Int8Params(
         linear.weight.detach().clone(), requires_grad=False, has_fp16_weights=False)
     if linear.bias is not None:
-        q.bias = nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
+        q.bias = _frozen_bias(linear)
     # Int8Params quantizes (LLM.int8 row-wise absmax) when moved to a device
     return q.to(linear.weight.device)
 
