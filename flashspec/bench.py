@@ -20,7 +20,7 @@ from .kvcache import StaticKVCache, bucket_slots
 from .adaptive import AdaptiveConfig, AdaptiveDrafter
 from .batch import monitor, monitor_html
 from .fused import generate_fused, fused_auto_tree
-from .kernel import rows_kernel, kernel_status
+from .kernel import layer_kernel_on, rows_kernel, kernel_status
 
 # %% auto #0
 __all__ = ['METHODS', 'MERGED', 'ADAPTIVE', 'FUSED', 'FUSED_CHAIN', 'run_method', 'bench', 'summarize', 'table', 'category_table',
@@ -325,8 +325,9 @@ def summarize(
         meta=dict(
             meta or {}, date=datetime.datetime.now().isoformat(timespec="seconds"),
             sampling=vars(sampling), torch=torch.__version__, transformers=transformers.__version__,
-            # flashspec's CPU product kernel (04a_kernel): in use, or why not
-            kernel="rows_linear" if rows_kernel() else f"none: {kernel_status()}",
+            # flashspec's CPU kernel (04a_kernel): the products, the layers in C too, or why not
+            kernel=(("rows_linear+llama_layer" if layer_kernel_on() else "rows_linear")
+                    if rows_kernel() else f"none: {kernel_status()}"),
         ),
         methods={},
         per_category={},

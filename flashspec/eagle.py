@@ -15,6 +15,8 @@ from .draft import param_hashes
 from .tree import TreeConfig, tree_bias, batch_trees
 from .decode import Drafter, TreeDrafter
 from .engine import Products
+from .kernel import (
+    feature_layer, feature_layer_args, layer_args_valid, layer_kernel_on, rows_kernel)
 
 # %% auto #0
 __all__ = ['EAGLE_WEIGHTS', 'aux_layers', 'answer_mask', 'last_rows', 'pool_sources', 'capped_rows', 'extract_features',
@@ -481,6 +483,22 @@ class FeatureDrafter(TreeDrafter):
                 ):
         super().__init__(tree, None if len(fd.vocab) == fd.V else fd.vocab, fd.V, min_prob)
         self.fd, self.feature_layers = fd, fd.layers
+        self._c = None  # `feature_layer_args` of the network where its layer runs in C
+
+    def _c_args(self, rows:int) -> dict|None:
+        """The network's `feature_layer_args` where `rows` rows run its layer in C (fp32 on the
+        CPU, at most 32 rows, the kernel built), else None (its PyTorch form)."""
+        if (rows > 32 or self.K.dtype != torch.float32 or self.K.device.type != "cpu"
+                or torch.is_grad_enabled() or not layer_kernel_on() or rows_kernel() is None):
+            return None
+        if self._c is None or (self._c and not layer_args_valid([self._c])):
+            self._c = feature_layer_args(self.fd) or False
+        return self._c or None
+
+    def _layer(self, c, g, toks, pos, slots, bias):  # (1, T, d) hidden, tokens, positions ...
+        "The network's layer over T entries in C: writes their keys and values, `(1, T, d)` out."
+        cos, sin = self.fd.target_parts["rotary"](g, pos)
+        return feature_layer(c, g, self.fd.embed(toks), cos, sin, self.K, self.Vc, slots, bias)
 
     def start(self, prompt, max_len):
         fd = self.fd
@@ -488,6 +506,7 @@ class FeatureDrafter(TreeDrafter):
         # (1, H_kv, S, hd)
         self.K = fd.head_w.new_zeros(1, fd.Hkv, S, fd.hd); self.Vc = torch.zeros_like(self.K)
         self.n, self.S = 0, S  # entries 0 .. n-1 are committed
+        self._last = None  # (hidden, token, position) of the last committed entry (the C form)
 
     def _attend(self, q, bias):  # q (1, H, T, hd), bias (1, 1, T, S) -> (1, H, T, hd)
         return F.scaled_dot_product_attention(
@@ -504,7 +523,24 @@ class FeatureDrafter(TreeDrafter):
                 " feature_layers passed?).")
         if n < 2: return None  # a one-token prompt: no features yet, a plain step
         dev = self.K.device
-        if m:
+        c = self._c_args(max(m, 1))
+        if c is not None and (m or self._last is not None):
+            # in C: the new entries (or the last one again: the same keys and values rewritten),
+            # each attending the committed entries up to itself; the last one's output is the
+            # root's producer
+            if m:
+                g = fd.lin(fd.fc, hidden[None].to(dev, fd.head_w.dtype))              # (1, m, d)
+                toks = context[self.n + 1:self.n + 1 + m][None]
+                pos = torch.arange(self.n, self.n + m)[None]
+                self.n, self._last = n - 1, (g[:, -1:], toks[:, -1:], pos[:, -1:])
+            else: g, toks, pos = self._last
+            T, p0 = g.shape[1], int(pos[0, 0])
+            # (T, S): row r sees the entries up to its own, p0 + r
+            seen = torch.arange(self.S) <= p0 + torch.arange(T)[:, None]
+            bias = torch.zeros(1, 1, T, self.S).masked_fill_(~seen, torch.finfo(self.K.dtype).min)
+            self._out = {0: self._layer(c, g, toks, pos, pos[0], bias)[:, -1:]}
+        elif m:
+            self._last = None
             p0 = self.n
             g = fd.lin(fd.fc, hidden[None].to(dev, fd.head_w.dtype))                  # (1, m, d)
             pos = torch.arange(p0, p0 + m, device=dev)[None]
@@ -513,10 +549,11 @@ class FeatureDrafter(TreeDrafter):
             self.K[:, :, p0:p0 + m], self.Vc[:, :, p0:p0 + m] = k, v
             self.n = n - 1
             self._g_last, self._q_last = g[:, -1:], q[:, :, -1:]
-        bias = torch.zeros(1, 1, 1, self.S, dtype=self.K.dtype, device=dev)
-        bias[..., self.n:] = torch.finfo(self.K.dtype).min  # the committed entries
-        # the root's producer: (1, 1, d)
-        self._out = {0: fd.finish(self._g_last, self._attend(self._q_last, bias))}
+        if c is None or not (m or self._last is not None):
+            bias = torch.zeros(1, 1, 1, self.S, dtype=self.K.dtype, device=dev)
+            bias[..., self.n:] = torch.finfo(self.K.dtype).min  # the committed entries
+            # the root's producer: (1, 1, d)
+            self._out = {0: fd.finish(self._g_last, self._attend(self._q_last, bias))}
         # the tree's bias over the drafter's cache: node i (i >= 1) is entry n - 2 + i, after the n
         # - 1 committed
         N = self.tree.n_nodes
@@ -534,10 +571,14 @@ class FeatureDrafter(TreeDrafter):
         # (1, T, d) each parent's output
         g = torch.cat([self._out[int(t.parent[i])] for i in nodes], 1)
         pos = (n - 2 + t.depth[idx]).to(dev)[None]  # a depth-d node sits at n - 2 + d
-        q, k, v = fd.qkv(g, toks[idx][None].to(dev), pos)
         slots = (self.n - 1 + idx).to(dev)  # node i is entry n - 2 + i
-        self.K[:, :, slots], self.Vc[:, :, slots] = k, v
-        out = fd.finish(g, self._attend(q, self._bias[:, :, idx]))                # (1, T, d)
+        c = self._c_args(len(nodes))
+        if c is not None:
+            out = self._layer(c, g, toks[idx][None], pos, slots, self._bias[:, :, idx])
+        else:
+            q, k, v = fd.qkv(g, toks[idx][None].to(dev), pos)
+            self.K[:, :, slots], self.Vc[:, :, slots] = k, v
+            out = fd.finish(g, self._attend(q, self._bias[:, :, idx]))            # (1, T, d)
         for j, i in enumerate(nodes): self._out[i] = out[:, j:j + 1]
         return fd.logits(out)[0]
 

@@ -13,7 +13,9 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, eager
 from .models import check_supported, atomic_write
 from .tree import Tree, TreeConfig, TreeBatch, compile_tree
 from .kvcache import StaticKVCache, causal_bias, forward as hf_forward
-from .kernel import rows_kernel, rows_linear, rows_ok
+from .kernel import (
+    layer_args, layer_args_valid, layer_kernel_on, layers_ok, llama_layers, modules_changed,
+    rows_kernel, rows_linear, rows_ok)
 
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'put_rows', 'group_bias',
@@ -163,6 +165,9 @@ class NativeForward:
                  matmul:str="auto",
                  # with "auto", forwards of more rows than this use "linear" (no measurement)
                  max_pick:int=32,
+                 # with "auto" or "rows", forwards of up to `max_pick` rows run each decoder layer
+                 # as one C call where its layers allow (`llama_layers`, *A product kernel*)
+                 layer_kernel:bool=True,
                 ):
         check_supported(model)
         if model.config.model_type not in NATIVE_TYPES:
@@ -174,6 +179,24 @@ class NativeForward:
             dec.embed_tokens, dec.layers, dec.norm, dec.rotary_emb)
         self.head = model.get_output_embeddings()
         self.products = Products(model, matmul, max_pick)
+        self.layer_kernel = layer_kernel and matmul in ("auto", "rows") and layer_kernel_on()
+        # `layer_args` of every layer, read at the first forward and again after the layers change
+        self._c_layers, self._c_read = None, None
+
+    def __getstate__(self):
+        "A copy (`copy.deepcopy` of the model, pickling) leaves the addresses behind: read anew."
+        return {**self.__dict__, "_c_layers": None, "_c_read": None}
+
+    def c_layers(self) -> list|None:
+        """The layers' `layer_args`, or None if the layer kernel is off or some layer is not one it
+        runs."""
+        if not self.layer_kernel: return None
+        if (self._c_read != modules_changed()
+                or (self._c_layers and not layer_args_valid(self._c_layers))):
+            args = [layer_args(l) for l in self.layers]
+            self._c_layers = args if all(a is not None for a in args) else False
+            self._c_read = modules_changed()
+        return self._c_layers or None
 
     def form(self, m:int) -> str:
         "The matrix-product form a forward of `m` rows uses (see `Products`)."
@@ -228,9 +251,14 @@ class NativeForward:
         first = bias is None
         if first and not sdpa:  # (1, 1, T, max_len), every row alike
             bias = causal_bias(cache, torch.zeros(1, dtype=torch.long), T, x.dtype).to(x.device)
-        if sdpa and not first: gbias = group_bias(bias, groups)
         got = {}  # hidden-state index -> (B, T, d), as Hugging Face's `hidden_states[index]`
-        for i, layer in enumerate(self.layers):
+        # (a compiled forward keeps PyTorch's layers: the C call cannot be traced)
+        c = None if torch.compiler.is_compiling() else self.c_layers()
+        in_c = layers_ok(c, x, cos, cache.keys, bias, self.products.max_pick)
+        if in_c:  # a few rows: each layer one C call (`llama_layer`), the same maths
+            x, got = llama_layers(c, x, cos, sin, cache.keys, cache.values, slots, bias, layers)
+        elif sdpa and not first: gbias = group_bias(bias, groups)
+        for i, layer in enumerate(() if in_c else self.layers):
             if i in layers: got[i] = x
             a, h = layer.self_attn, layer.input_layernorm(x)
             shape = (B, T, -1, a.head_dim)
@@ -523,7 +551,7 @@ def cpu_id(path:str="/proc/cpuinfo") -> str:
 def _costs_key(target, draft, engine:str, compile:bool) -> str:
     """Which measurement a cost entry is: hardware (with `cpu_id` on a CPU), target, dtype,
     quantization, engine (its attention and whether the product kernel is built: tables made
-    before `gqa_attention` or `rows_linear` are not read), draft, threads."""
+    before `gqa_attention`, `rows_linear` or `llama_layers` are not read), draft, threads."""
     from flashspec.models import hardware
     from flashspec.distill import target_fingerprint
     w = target.get_output_embeddings().weight
@@ -532,7 +560,8 @@ def _costs_key(target, draft, engine:str, compile:bool) -> str:
     v = getattr(draft, "vocab", None)
     return (
         f"{hw}|{target_fingerprint(target)}|{w.dtype}|{engine}|compile={compile}"
-        f"|matmul=auto{'+rows' if rows_kernel() else ''}|attn=grouped|"
+        f"|matmul=auto{'+rows' if rows_kernel() else ''}{'+layers' if layer_kernel_on() else ''}"
+        f"|attn=grouped|"
         f"{type(draft).__name__}:{n}:{0 if v is None else len(v)}|threads={torch.get_num_threads()}"
         # `quantize_target`'s method
         + (f"|quant={q}" if (q := getattr(target, "flashspec_quant", None)) else ""))

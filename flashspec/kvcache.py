@@ -156,11 +156,14 @@ def commit(cache:StaticKVCache, slot0:int, paths:list[list[int]]) -> None:
     dst = torch.cat([int(cache.lengths[b]) + torch.arange(len(p)) for b, p in enumerate(paths)])
     if int(dst.max()) >= cache.max_len:
         raise ValueError("Committing past the end of the static cache.")
-    dev = cache.keys[0].device
-    rows, src, dst = rows.to(dev), src.to(dev), dst.to(dev)
-    for buf in cache.keys + cache.values:
-        # (M, H, D) gathered, then scattered: one copy per buffer
-        buf[rows, :, dst] = buf[rows, :, src]
+    # nodes already where they belong (a plain step, a path down the first children from the row's
+    # end): nothing to move
+    if not torch.equal(src, dst):
+        dev = cache.keys[0].device
+        rows, src, dst = rows.to(dev), src.to(dev), dst.to(dev)
+        for buf in cache.keys + cache.values:
+            # (M, H, D) gathered, then scattered: one copy per buffer
+            buf[rows, :, dst] = buf[rows, :, src]
     cache.lengths += torch.tensor([len(p) for p in paths])
 
 # %% ../nbs/05_kvcache.ipynb #25e75b85
