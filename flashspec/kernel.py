@@ -507,18 +507,22 @@ def layers_ok(args:list|None, # `layer_args` of each layer
                     and tuple(t.shape) == (B, a0["Hkv"], S, a0["hd"]) for t in keys)
             and not torch.is_grad_enabled() and not torch.compiler.is_compiling())
 
-def _inputs(a0, B, T, cos, sin, keys, values, slots, bias, din):
-    """The C call's per-forward inputs, checked where C would write out of bounds: `(cos, sin (M,
-    hd), slots (M,), bias (M, S), scratch)`."""
-    S, hd, M = keys[0].shape[2], a0["hd"], B * T
+def _inputs(a0, x, cos, sin, keys, values, slots, bias, din):
+    """The C call's per-forward inputs, checked where C would read or write out of bounds: `(cos,
+    sin (M, hd), slots (M,), bias (M, S), scratch)`."""
+    (B, T, d), S, hd = x.shape, keys[0].shape[2], a0["hd"]
+    M = B * T
+    if d != a0["d"] or x.dtype != torch.float32 or x.device.type != "cpu":
+        raise ValueError(
+            f"The C layers need fp32 rows of {a0['d']} on the CPU, not {x.dtype} of {d}.")
     shape = (B, a0["Hkv"], S, hd)
     if any(tuple(t.shape) != shape or not _fp32_cpu(t) for t in keys + values):
         raise ValueError(f"The C layers need contiguous fp32 cache buffers of shape {shape}.")
-    cs, sn = (t.expand(B, T, hd).reshape(M, hd).contiguous() for t in (cos, sin))
+    cs, sn = (t.expand(B, T, hd).reshape(M, hd).float().contiguous() for t in (cos, sin))
     sl = slots.expand(B, T).reshape(M).to(torch.int64).contiguous()
     a = sl.numpy()  # read on the host as it is (a CPU tensor): no operation of PyTorch's
     if a.size and (a.min() < 0 or a.max() >= S): raise ValueError(f"Slots outside the cache's {S}.")
-    bb = bias.expand(B, 1, T, S).reshape(M, S).contiguous()
+    bb = bias.expand(B, 1, T, S).reshape(M, S).float().contiguous()
     th = torch.get_num_threads()
     work = torch.empty(M * (din + 2 * (a0["H"] + a0["Hkv"]) * hd + 2 * a0["I"]) + th * S)
     return cs, sn, sl, bb, work
@@ -541,7 +545,7 @@ def llama_layers(args:list, # `layer_args` of each layer, in order
     """The decoder layers through `llama_layer` (see `layers_ok`): `(the last layer's output (B, T,
     d), {i: layer i's input} for i in keep)`."""
     (B, T, d), a0 = x.shape, args[0]
-    ins = _inputs(a0, B, T, cos, sin, keys, values, slots, bias, d)
+    ins = _inputs(a0, x, cos, sin, keys, values, slots, bias, d)
     x = x.reshape(B * T, d).contiguous().clone()                          # (M, d), updated in place
     got, fn = {}, rows_kernel().layer
     for i, a in enumerate(args):
@@ -560,8 +564,8 @@ def feature_layer(a:dict, # `feature_layer_args` of the drafter's network
     """A feature drafter's layer through `feature_layer` (C): its output (B, T, d), the keys and
     values written into K, V."""
     B, T, d = g.shape
-    ins = _inputs(a, B, T, cos, sin, [K], [V], slots, bias, 2 * d)
+    ins = _inputs(a, g, cos, sin, [K], [V], slots, bias, 2 * d)
     x = g.reshape(B * T, d).contiguous().clone()
-    e = e.reshape(B * T, d).contiguous()
+    e = e.reshape(B * T, d).float().contiguous()
     _call(rows_kernel().feature, a, x, B * T, T, ins, K, V, e.data_ptr(), a["hn"])
     return x.view(B, T, d)
