@@ -16,7 +16,7 @@ from .tree import TreeConfig, tree_bias, batch_trees
 from .decode import Drafter, TreeDrafter
 from .engine import Products
 from .kernel import (
-    feature_layer, feature_layer_args, layer_args_valid, layer_kernel_on, rows_kernel)
+    feature_layer, feature_layer_args, fresh_args, layer_kernel_on, rows_kernel)
 
 # %% auto #0
 __all__ = ['EAGLE_WEIGHTS', 'aux_layers', 'answer_mask', 'last_rows', 'pool_sources', 'capped_rows', 'extract_features',
@@ -483,7 +483,7 @@ class FeatureDrafter(TreeDrafter):
                 ):
         super().__init__(tree, None if len(fd.vocab) == fd.V else fd.vocab, fd.V, min_prob)
         self.fd, self.feature_layers = fd, fd.layers
-        self._c = None  # `feature_layer_args` of the network where its layer runs in C
+        self._c_held = None  # `feature_layer_args` of the network (`fresh_args`)
 
     def _c_args(self, rows:int) -> dict|None:
         """The network's `feature_layer_args` where `rows` rows run its layer in C (fp32 on the
@@ -491,9 +491,9 @@ class FeatureDrafter(TreeDrafter):
         if (rows > 32 or self.K.dtype != torch.float32 or self.K.device.type != "cpu"
                 or torch.is_grad_enabled() or not layer_kernel_on() or rows_kernel() is None):
             return None
-        if self._c is None or (self._c and not layer_args_valid([self._c])):
-            self._c = feature_layer_args(self.fd) or False
-        return self._c or None
+        read = lambda: [a] if (a := feature_layer_args(self.fd)) else False
+        self._c_held = fresh_args(self._c_held, read)
+        return self._c_held[0][0] if self._c_held[0] else None
 
     def _layer(self, c, g, toks, pos, slots, bias):  # (1, T, d) hidden, tokens, positions ...
         "The network's layer over T entries in C: writes their keys and values, `(1, T, d)` out."

@@ -13,9 +13,9 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, eager
 from .models import check_supported, atomic_write
 from .tree import Tree, TreeConfig, TreeBatch, compile_tree
 from .kvcache import StaticKVCache, causal_bias, forward as hf_forward
-from .kernel import (
-    layer_args, layer_args_valid, layer_kernel_on, layers_ok, llama_layers, modules_changed,
-    rows_kernel, rows_linear, rows_ok)
+from flashspec.kernel import (
+    fresh_args, layer_args, layer_kernel_on, layers_ok, llama_layers, rows_kernel, rows_linear,
+    rows_ok)
 
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'put_rows', 'group_bias',
@@ -181,22 +181,21 @@ class NativeForward:
         self.products = Products(model, matmul, max_pick)
         self.layer_kernel = layer_kernel and matmul in ("auto", "rows") and layer_kernel_on()
         # `layer_args` of every layer, read at the first forward and again after the layers change
-        self._c_layers, self._c_read = None, None
+        self._c_held = None
 
     def __getstate__(self):
         "A copy (`copy.deepcopy` of the model, pickling) leaves the addresses behind: read anew."
-        return {**self.__dict__, "_c_layers": None, "_c_read": None}
+        return {**self.__dict__, "_c_held": None}
 
     def c_layers(self) -> list|None:
         """The layers' `layer_args`, or None if the layer kernel is off or some layer is not one it
         runs."""
         if not self.layer_kernel: return None
-        if (self._c_read != modules_changed()
-                or (self._c_layers and not layer_args_valid(self._c_layers))):
+        def read():
             args = [layer_args(l) for l in self.layers]
-            self._c_layers = args if all(a is not None for a in args) else False
-            self._c_read = modules_changed()
-        return self._c_layers or None
+            return args if all(a is not None for a in args) else False
+        self._c_held = fresh_args(self._c_held, read)
+        return self._c_held[0] or None
 
     def form(self, m:int) -> str:
         "The matrix-product form a forward of `m` rows uses (see `Products`)."

@@ -13,7 +13,8 @@ from .models import cache_dir, cpuinfo
 # %% auto #0
 __all__ = ['ROWS_SRC', 'LAYER_SRC', 'KERNEL_FLAGS', 'LAYER_NORMS', 'c_compiler', 'kernel_file', 'build_kernel', 'rows_kernel',
            'kernel_status', 'rows_ok', 'rows_linear', 'dequantize_q8', 'rows_q8', 'layer_args', 'feature_layer_args',
-           'modules_changed', 'layer_args_valid', 'layer_kernel_on', 'layers_ok', 'llama_layers', 'feature_layer']
+           'modules_changed', 'layer_args_valid', 'fresh_args', 'layer_kernel_on', 'layers_ok', 'llama_layers',
+           'feature_layer']
 
 # %% ../nbs/04a_kernel.ipynb #kn000006
 ROWS_SRC = r"""
@@ -483,6 +484,16 @@ def layer_args_valid(args:list) -> bool:
     """Whether the tensors `layer_args` addressed still hold their storage (`.to()` or `.data =`
     moves it; an in-place copy, as `load_state_dict` does, does not)."""
     return all(t is None or t.data_ptr() == p for a in args for t, p in zip(a["keep"], a["ptrs"]))
+
+def fresh_args(held:tuple|None, # what this returned last time, or None
+               read, # `read()`: the args anew (a list of `layer_args`, or False where not run)
+              ) -> tuple:
+    """`held` while it still describes the modules (no module changed anywhere, every addressed
+    tensor kept its storage), else `(read(), modules_changed())`."""
+    if (held is not None and held[1] == modules_changed()
+            and (not held[0] or layer_args_valid(held[0]))):
+        return held
+    return read(), modules_changed()
 
 def layer_kernel_on() -> bool:
     """Whether the engine may run its layers through `llama_layers` (`FLASHSPEC_LAYER_KERNEL=0`:
