@@ -102,10 +102,18 @@ class TreeDrafter(Drafter):
         """(len(nodes), S) logits after each of `nodes` (tree indices, one level), given the tree's
         tokens `toks` and `n` committed."""
         raise NotImplementedError
+    def defer(self, context, hidden) -> bool:
+        """A round whose tree is the root alone: take in the new context later, at the next
+        `root_logits` (True), or now (False: `root_logits` runs, as this default does)."""
+        return False
 
     @torch.no_grad()
     def propose(self, context, sampling, generator=None, hidden=None):
         t = self.tree
+        # nothing to draft (the cost model's tree may be the root alone): no network run
+        if t.n_nodes == 1 and self.defer(context, hidden):  # q: no children, no mass (sampling)
+            q = None if sampling.greedy else torch.zeros(1, self.V)
+            return Draft(t, context[-1:].clone(), q)
         root = self.root_logits(context, hidden)
         if root is None: return Drafter.propose(self, context, sampling, generator, hidden)
         n = len(context)
@@ -180,6 +188,10 @@ class ModelDrafter(TreeDrafter):
     def start(self, prompt, max_len):
         self.cache = StaticKVCache(self.draft, max_len + self.tree.n_nodes)
         self.seen = 0
+
+    def defer(self, context, hidden) -> bool:
+        "The draft reads the tokens it has not seen at its next `root_logits`: nothing kept here."
+        return True
 
     def root_logits(self, context, hidden):
         new = context[self.seen:]  # tokens the draft has not processed yet (root included)

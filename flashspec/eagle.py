@@ -507,6 +507,12 @@ class FeatureDrafter(TreeDrafter):
         self.K = fd.head_w.new_zeros(1, fd.Hkv, S, fd.hd); self.Vc = torch.zeros_like(self.K)
         self.n, self.S = 0, S  # entries 0 .. n-1 are committed
         self._last = None  # (hidden, token, position) of the last committed entry (the C form)
+        self._later = []  # features of rounds deferred (`defer`), taken in at the next root
+
+    def defer(self, context, hidden) -> bool:
+        "Keeps the new features for the next `root_logits` (the network runs then, over all)."
+        if hidden is not None and len(hidden): self._later.append(hidden)
+        return True
 
     def _attend(self, q, bias):  # q (1, H, T, hd), bias (1, 1, T, S) -> (1, H, T, hd)
         return F.scaled_dot_product_attention(
@@ -514,6 +520,8 @@ class FeatureDrafter(TreeDrafter):
 
     @torch.no_grad()
     def root_logits(self, context, hidden):
+        if self._later:  # deferred rounds' features first, in order
+            hidden, self._later = torch.cat(self._later + ([] if hidden is None else [hidden])), []
         fd, n = self.fd, len(context)
         m = 0 if hidden is None else len(hidden)
         if self.n + m != n - 1:

@@ -138,11 +138,11 @@ void rows_mm_q8(const float* x, const signed char* q, const float* s, const floa
 # %% ../nbs/04a_kernel.ipynb #kl000002
 LAYER_SRC = r"""
 // A whole decoder layer of a Llama-family model for the few rows (M <= 32) of a decoding step or a
-// small tree, fp32, in place on the residual stream x (M, d): RMSNorm, q/k/v products (+ biases),
-// rotary embedding, keys and values written at each row's slot, attention over the slots its bias
-// row leaves open (in slot order), o product, residual, RMSNorm, gated SiLU MLP, residual. Each
-// row is computed on its own in one fixed order: batch-invariant like rows_mm, whose products it
-// uses.
+// small tree, fp32 (its products' weights fp32 or int8), in place on the residual stream x (M, d):
+// RMSNorm, q/k/v products (+ biases), rotary embedding, keys and values written at each row's slot,
+// attention over the slots its bias row leaves open (in slot order), o product, residual, RMSNorm,
+// gated SiLU MLP, residual. Each row is computed on its own in one fixed order: batch-invariant
+// like rows_mm, whose products it uses.
 #include <math.h>
 #include <stdint.h>
 static void norm_rows(const float* x, const float* w, float* y, int M, int d, int ystride,
@@ -219,22 +219,29 @@ static void attend(const float* q, const float* kc, const float* vc, const float
         }
     }
 }
+// a product of the layer: x (M, K) @ w[i] (N, K)^T, w[i] fp32 (qs == NULL) or int8 with scales
+// qs[i] and offsets qo[i] per group of G inputs (rows_mm_q8)
+static void mm(const float* x, const float* const* w, const float* const* qs,
+               const float* const* qo, int G, int i, float* y, int M, int N, int K, int threads) {
+    if (qs) rows_mm_q8(x, (const signed char*)w[i], qs[i], qo[i], y, M, N, K, G, threads);
+    else rows_mm(x, w[i], y, M, N, K, threads);
+}
 // e == NULL: a decoder layer. Else a feature drafter's layer (EAGLE-3): its q/k/v products read
 // [in_norm(e), hn(x)] (2d wide), e the next tokens' embeddings, x the hidden state (the residual).
 static void layer_impl(float* x, const float* e, const float* w_hn, int M, int T, int d, int I,
                        int H, int Hkv, int hd, float eps, float scale, const float* const* w,
-                       const float* const* bs, const float* cs, const float* sn, float* kc,
-                       float* vc, int S, const int64_t* slots, const float* bias, float* work,
-                       int threads) {
+                       const float* const* bs, const float* const* qs, const float* const* qo,
+                       int G, const float* cs, const float* sn, float* kc, float* vc, int S,
+                       const int64_t* slots, const float* bias, float* work, int threads) {
     const int dq = H * hd, dk = Hkv * hd, din = e ? 2 * d : d;
     float* h = work; float* q = h + (size_t)M * din; float* k = q + (size_t)M * dq;
     float* v = k + (size_t)M * dk; float* a = v + (size_t)M * dk;
     float* g = a + (size_t)M * dq; float* u = g + (size_t)M * I; float* sc = u + (size_t)M * I;
     if (e) { norm_rows(e, w[0], h, M, d, din, eps); norm_rows(x, w_hn, h + d, M, d, din, eps); }
     else norm_rows(x, w[0], h, M, d, d, eps);
-    rows_mm(h, w[1], q, M, dq, din, threads); add_bias(q, bs[0], M, dq);
-    rows_mm(h, w[2], k, M, dk, din, threads); add_bias(k, bs[1], M, dk);
-    rows_mm(h, w[3], v, M, dk, din, threads); add_bias(v, bs[2], M, dk);
+    mm(h, w, qs, qo, G, 1, q, M, dq, din, threads); add_bias(q, bs[0], M, dq);
+    mm(h, w, qs, qo, G, 2, k, M, dk, din, threads); add_bias(k, bs[1], M, dk);
+    mm(h, w, qs, qo, G, 3, v, M, dk, din, threads); add_bias(v, bs[2], M, dk);
     rope(q, cs, sn, M, H, hd); rope(k, cs, sn, M, Hkv, hd);
     for (int m = 0; m < M; m++) {
         const int b = m / T;
@@ -245,37 +252,40 @@ static void layer_impl(float* x, const float* e, const float* w_hn, int M, int T
         }
     }
     attend(q, kc, vc, bias, a, sc, M, T, H, Hkv, hd, S, scale, threads);
-    rows_mm(a, w[4], h, M, d, dq, threads); add_bias(h, bs[3], M, d);
+    mm(a, w, qs, qo, G, 4, h, M, d, dq, threads); add_bias(h, bs[3], M, d);
     for (size_t i = 0; i < (size_t)M * d; i++) x[i] += h[i];
     norm_rows(x, w[5], h, M, d, d, eps);
-    rows_mm(h, w[6], g, M, I, d, threads);
-    rows_mm(h, w[7], u, M, I, d, threads);
+    mm(h, w, qs, qo, G, 6, g, M, I, d, threads);
+    mm(h, w, qs, qo, G, 7, u, M, I, d, threads);
     for (size_t i = 0; i < (size_t)M * I; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-    rows_mm(g, w[8], h, M, d, I, threads);
+    mm(g, w, qs, qo, G, 8, h, M, d, I, threads);
     for (size_t i = 0; i < (size_t)M * d; i++) x[i] += h[i];
 }
 void llama_layer(float* x, int M, int T, int d, int I, int H, int Hkv, int hd, float eps,
                  float scale,
                  const float* const* w,  // in_norm, q, k, v, o, post_norm, gate, up, down
                  const float* const* bs, // q, k, v, o biases (NULL where none)
+                 // NULL: fp32 products; else w's products are int8, qs and qo (indexed as w) their
+                 // (N, K / G) scales and offsets
+                 const float* const* qs, const float* const* qo, int G,
                  const float* cs, const float* sn, // (M, hd) rotary cos, sin
                  float* kc, float* vc, int S, // the layer's cache (B, Hkv, S, hd); row m: b = m / T
                  const int64_t* slots, // (M,) where each row's key and value go
                  const float* bias, // (M, S) additive attention bias per row
                  // scratch: M * (d + 2 (H + Hkv) hd + 2 I) + threads * S floats
                  float* work, int threads) {
-    layer_impl(x, 0, 0, M, T, d, I, H, Hkv, hd, eps, scale, w, bs, cs, sn, kc, vc, S, slots, bias,
-               work, threads);
+    layer_impl(x, 0, 0, M, T, d, I, H, Hkv, hd, eps, scale, w, bs, qs, qo, G, cs, sn, kc, vc, S,
+               slots, bias, work, threads);
 }
 // the same for a feature drafter's layer: e (M, d) embeddings, w_hn the hidden state's norm;
 // scratch: M * (2 d + 2 (H + Hkv) hd + 2 I) + threads * S floats
 void feature_layer(float* x, const float* e, const float* w_hn, int M, int T, int d, int I, int H,
                    int Hkv, int hd, float eps, float scale, const float* const* w,
-                   const float* const* bs, const float* cs, const float* sn, float* kc,
-                   float* vc, int S, const int64_t* slots, const float* bias, float* work,
-                   int threads) {
-    layer_impl(x, e, w_hn, M, T, d, I, H, Hkv, hd, eps, scale, w, bs, cs, sn, kc, vc, S, slots,
-               bias, work, threads);
+                   const float* const* bs, const float* const* qs, const float* const* qo, int G,
+                   const float* cs, const float* sn, float* kc, float* vc, int S,
+                   const int64_t* slots, const float* bias, float* work, int threads) {
+    layer_impl(x, e, w_hn, M, T, d, I, H, Hkv, hd, eps, scale, w, bs, qs, qo, G, cs, sn, kc, vc, S,
+               slots, bias, work, threads);
 }
 """
 
@@ -340,8 +350,8 @@ def rows_kernel(refresh:bool=False): # look again (after changing `$CC` or `FLAS
             fn.q8.restype, fn.q8.argtypes = None, [ctypes.c_void_p] * 5 + [ctypes.c_int] * 5
             P, I = ctypes.c_void_p, ctypes.c_int
             fn.layer.restype = None
-            fn.layer.argtypes = ([P] + [I] * 7 + [ctypes.c_float] * 2 + [P] * 6 + [I] + [P] * 3
-                                 + [I])
+            fn.layer.argtypes = ([P] + [I] * 7 + [ctypes.c_float] * 2 + [P] * 4 + [I] + [P] * 4
+                                 + [I] + [P] * 3 + [I])
             fn.feature.restype = None
             fn.feature.argtypes = [P] * 3 + fn.layer.argtypes[1:]
             _KERNEL.update(fn=fn, status=f"built with {cc}: {path}")
@@ -414,6 +424,20 @@ def _fp32_cpu(t) -> bool:  # a plain fp32 tensor on the CPU (not a quantized ten
     return (type(t) in (torch.Tensor, torch.nn.Parameter) and t.dtype == torch.float32
             and t.device.type == "cpu" and t.is_contiguous())
 
+def _product(l) -> tuple|None:
+    """How the C layer runs a product module: `(weight, None, None)` for an fp32 `nn.Linear`, `(int8
+    weight, scales, offsets)` for an `Int8WeightLinear` (06_quant), else None (PyTorch runs it)."""
+    if type(l) is torch.nn.Linear: return (l.weight, None, None) if _fp32_cpu(l.weight) else None
+    q = getattr(l, "qweight", None)
+    if (type(l).__name__ != "Int8WeightLinear" or type(q) is not torch.Tensor
+            or q.dtype != torch.int8 or q.device.type != "cpu" or not q.is_contiguous()
+            or not (_fp32_cpu(l.scales) and _fp32_cpu(l.offsets)) or l.group % 16
+            or tuple(q.shape) != (l.out_features, l.in_features)
+            or tuple(l.scales.shape) != (l.out_features, l.in_features // l.group)
+            or l.offsets.shape != l.scales.shape):
+        return None
+    return (q, l.scales, l.offsets)
+
 def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
           hidden_norm=None) -> dict|None:
     """The C layer's fixed arguments for these modules (q, k, v, o; gate, up, down), or None where
@@ -421,7 +445,9 @@ def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
     norms = [norm_in, norm_post] + ([hidden_norm] if hidden_norm is not None else [])
     if (any(type(x).__name__ not in LAYER_NORMS or not hasattr(x, "variance_epsilon")
             or not _fp32_cpu(x.weight) for x in norms)
-            or any(type(l) is not torch.nn.Linear or not _fp32_cpu(l.weight) for l in att + mlp)
+            or any(_product(l) is None for l in att + mlp)
+            # all fp32, or all int8 in groups of one size
+            or len({getattr(l, "group", 0) for l in att + mlp}) != 1
             or any(l.bias is not None and not _fp32_cpu(l.bias) for l in att)
             or any(l.bias is not None for l in mlp)
             or len({x.variance_epsilon for x in norms}) != 1):
@@ -436,12 +462,17 @@ def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
         return None
     H, Hkv = q.out_features // hd, k.out_features // hd
     if H % Hkv: return None
-    ws = [norm_in.weight, q.weight, k.weight, v.weight, o.weight, norm_post.weight, g.weight,
-          u.weight, dn.weight]
-    P = ctypes.c_void_p
+    pw = [None, *map(_product, att), None, *map(_product, mlp)]  # indexed as the C layer's w
+    ws = [norm_in.weight, *(p[0] for p in pw[1:5]), norm_post.weight, *(p[0] for p in pw[6:])]
+    P, G = ctypes.c_void_p, getattr(q, "group", 0)  # G: 0 for fp32 products
+    qs = [None if p is None else p[1] for p in pw]
+    qo = [None if p is None else p[2] for p in pw]
     keep = ws + [l.bias for l in att] + ([hidden_norm.weight] if hidden_norm is not None else [])
+    keep += [t for t in qs + qo if t is not None]
     return dict(
         w=(P * 9)(*(t.data_ptr() for t in ws)),
+        qs=(P * 9)(*(None if t is None else t.data_ptr() for t in qs)) if G else None,
+        qo=(P * 9)(*(None if t is None else t.data_ptr() for t in qo)) if G else None, G=G,
         b=(P * 4)(*(None if l.bias is None else l.bias.data_ptr() for l in att)),
         hn=None if hidden_norm is None else hidden_norm.weight.data_ptr(),
         keep=keep, ptrs=[None if t is None else t.data_ptr() for t in keep], # what is addressed
@@ -449,7 +480,8 @@ def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
 
 def layer_args(layer) -> dict|None:
     """What `llama_layer` needs of a Hugging Face decoder layer, read once: its weights' and biases'
-    addresses (the module's own tensors), sizes, eps and scale; None where it does not apply."""
+    addresses (the module's own tensors: fp32, or all int8 of `int8-weight`), sizes, eps and scale;
+    None where it does not apply."""
     a, m = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
     att = [getattr(a, k, None) for k in ("q_proj", "k_proj", "v_proj", "o_proj")]
     mlp = [getattr(m, k, None) for k in ("gate_proj", "up_proj", "down_proj")]
@@ -542,8 +574,9 @@ def _call(fn, a, x, M, T, ins, K, V, *feature):
     "One C layer over x (M, d) in place (`feature`: a feature layer's embeddings and norm)."
     cs, sn, sl, bb, work = ins
     fn(x.data_ptr(), *feature, M, T, a["d"], a["I"], a["H"], a["Hkv"], a["hd"], a["eps"],
-       a["scale"], a["w"], a["b"], cs.data_ptr(), sn.data_ptr(), K.data_ptr(), V.data_ptr(),
-       K.shape[2], sl.data_ptr(), bb.data_ptr(), work.data_ptr(), torch.get_num_threads())
+       a["scale"], a["w"], a["b"], a["qs"], a["qo"], a["G"], cs.data_ptr(), sn.data_ptr(),
+       K.data_ptr(), V.data_ptr(), K.shape[2], sl.data_ptr(), bb.data_ptr(), work.data_ptr(),
+       torch.get_num_threads())
 
 def llama_layers(args:list, # `layer_args` of each layer, in order
                  x:torch.Tensor, # (B, T, d) the first layer's input
