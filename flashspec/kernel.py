@@ -432,6 +432,7 @@ def _product(l) -> tuple|None:
     if (type(l).__name__ != "Int8WeightLinear" or type(q) is not torch.Tensor
             or q.dtype != torch.int8 or q.device.type != "cpu" or not q.is_contiguous()
             or not (_fp32_cpu(l.scales) and _fp32_cpu(l.offsets)) or l.group % 16
+            or l.in_features % l.group  # whole groups: rows_mm_q8 reads no tail
             or tuple(q.shape) != (l.out_features, l.in_features)
             or tuple(l.scales.shape) != (l.out_features, l.in_features // l.group)
             or l.offsets.shape != l.scales.shape):
