@@ -431,8 +431,8 @@ def _product(l) -> tuple|None:
     q = getattr(l, "qweight", None)
     if (type(l).__name__ != "Int8WeightLinear" or type(q) is not torch.Tensor
             or q.dtype != torch.int8 or q.device.type != "cpu" or not q.is_contiguous()
-            or not (_fp32_cpu(l.scales) and _fp32_cpu(l.offsets)) or l.group % 16
-            or l.in_features % l.group  # whole groups: rows_mm_q8 reads no tail
+            or not (_fp32_cpu(l.scales) and _fp32_cpu(l.offsets))
+            or not type(l).fits(l.in_features, l.group)  # whole groups of a multiple of 16
             or tuple(q.shape) != (l.out_features, l.in_features)
             or tuple(l.scales.shape) != (l.out_features, l.in_features // l.group)
             or l.offsets.shape != l.scales.shape):
@@ -444,9 +444,10 @@ def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
     """The C layer's fixed arguments for these modules (q, k, v, o; gate, up, down), or None where
     they are not ones it runs; with `hidden_norm`, a feature drafter's layer (q/k/v read 2d)."""
     norms = [norm_in, norm_post] + ([hidden_norm] if hidden_norm is not None else [])
+    prods = [_product(l) for l in att + mlp]
     if (any(type(x).__name__ not in LAYER_NORMS or not hasattr(x, "variance_epsilon")
             or not _fp32_cpu(x.weight) for x in norms)
-            or any(_product(l) is None for l in att + mlp)
+            or any(p is None for p in prods)
             # all fp32, or all int8 in groups of one size
             or len({getattr(l, "group", 0) for l in att + mlp}) != 1
             or any(l.bias is not None and not _fp32_cpu(l.bias) for l in att)
@@ -463,7 +464,7 @@ def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
         return None
     H, Hkv = q.out_features // hd, k.out_features // hd
     if H % Hkv: return None
-    pw = [None, *map(_product, att), None, *map(_product, mlp)]  # indexed as the C layer's w
+    pw = [None, *prods[:4], None, *prods[4:]]  # indexed as the C layer's w
     ws = [norm_in.weight, *(p[0] for p in pw[1:5]), norm_post.weight, *(p[0] for p in pw[6:])]
     P, G = ctypes.c_void_p, getattr(q, "group", 0)  # G: 0 for fp32 products
     qs = [None if p is None else p[1] for p in pw]
