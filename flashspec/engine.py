@@ -166,7 +166,7 @@ class NativeForward:
                  # with "auto", forwards of more rows than this use "linear" (no measurement)
                  max_pick:int=32,
                  # with "auto" or "rows", forwards of up to `max_pick` rows run each decoder layer
-                 # as one C call where its layers allow (`llama_layers`, *A product kernel*)
+                 # as one C call where its layers allow (`llama_layers`, 04a_kernel)
                  layer_kernel:bool=True,
                 ):
         check_supported(model)
