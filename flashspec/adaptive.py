@@ -98,11 +98,11 @@ def chain_rate(a:float, # accepted / drafted tokens, in [0, 1]
 def _use_tree(dr:TreeDrafter, tree, prefix:int):
     """Point `dr` at `tree`: its structure, and its attention-bias rows (positions too, if kept)
     after `prefix` slots."""
-    dr.tree = tree
+    dr.tree, old = tree, dr.round_bias()
     bias, pos = tree_bias(
         torch.tensor([prefix]), batch_trees([tree], [torch.zeros(tree.n_nodes, dtype=torch.long)]),
-        prefix, dr._bias.shape[-1], dr._bias.dtype)
-    dr._bias = bias.to(dr._bias.device)                                  # (1, 1, N, S)
+        prefix, old.shape[-1], old.dtype)
+    dr._bias = bias.to(old.device)                                       # (1, 1, N, S)
     if hasattr(dr, "_pos"): dr._pos = pos.to(dr._pos.device)            # (1, N)
 
 class AdaptiveDrafter(Drafter):
@@ -173,7 +173,7 @@ def _propose(self, context, sampling, generator=None, hidden=None):
     if root is None: return Drafter.propose(self, context, sampling, generator, hidden)
     n = len(context)
     # slots the root's row sees before itself (its drafter's layout)
-    prefix = int((dr._bias[0, 0, 0] == 0).sum()) - 1
+    prefix = int((dr.round_bias()[0, 0, 0] == 0).sum()) - 1
     if cfg.beam and sampling.greedy: return _propose_beam(self, context, root, prefix)
     # per node: index path, token, path probability under the draft
     paths, toks, P = [()], [int(context[-1])], [1.0]

@@ -98,6 +98,10 @@ class TreeDrafter(Drafter):
         """(S,) the drafter's logits after the root (its head's indices), having taken in the new
         context; None = no proposal."""
         raise NotImplementedError
+    def round_bias(self) -> torch.Tensor:
+        """(1, 1, N, S) this round's attention bias of the tree over the drafter's own cache (rows
+        by tree index), as `root_logits` left it (`_bias`)."""
+        return self._bias
     def node_logits(self, nodes:list[int], toks:torch.Tensor, n:int) -> torch.Tensor:
         """(len(nodes), S) logits after each of `nodes` (tree indices, one level), given the tree's
         tokens `toks` and `n` committed."""

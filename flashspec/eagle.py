@@ -15,8 +15,10 @@ from .draft import param_hashes
 from .tree import TreeConfig, tree_bias, batch_trees
 from .decode import Drafter, TreeDrafter
 from .engine import Products
-from .kernel import (
-    feature_layer, feature_layer_args, fresh_args, layer_kernel_on, rows_kernel)
+from flashspec.kernel import (
+    dequantize_q8, feature_layer, feature_layer_args, fresh_args, layer_kernel_on, rows_kernel,
+    rows_q8)
+from .quant import INT8_GROUP, int8_groups
 
 # %% auto #0
 __all__ = ['EAGLE_WEIGHTS', 'aux_layers', 'answer_mask', 'last_rows', 'pool_sources', 'capped_rows', 'extract_features',
@@ -264,7 +266,24 @@ class FeatureDraft(nn.Module):
         return self.target_parts["embed"](tokens)
     def logits(self, out):  # (..., d) -> (..., S) over `vocab`
         "Logits over the vocabulary subset: the target's frozen final norm, then its head rows."
-        return self.lin(self.head_w, self.target_parts["norm"](out))
+        x = self.target_parts["norm"](out)
+        q8 = None if torch.is_grad_enabled() else self.head_q8()
+        return rows_q8(x, *q8) if q8 else self.lin(self.head_w, x)
+
+    def head_q8(self) -> tuple|None:
+        """`(q, s, o)`: the head rows in int8 (`int8_groups`) where that holds them exactly (the
+        GGUF's Q8_0 embeddings), a quarter of the bytes read per draft step; else None. Made once
+        per `head_w` (frozen: never trained)."""
+        w, held = self.head_w, self.__dict__.get("_head_q8")
+        key = (w.data_ptr(), w.dtype, w.device)
+        if held is None or held[0] != key:
+            q8 = None
+            if w.dtype == torch.float32 and w.device.type == "cpu" and w.shape[1] % INT8_GROUP == 0:
+                q, s, o = int8_groups(w.reshape(w.shape[0], -1, INT8_GROUP))
+                q = q.reshape(w.shape).contiguous()
+                if torch.equal(dequantize_q8(q, s, o, w.dtype), w): q8 = (q, s, o)
+            self.__dict__["_head_q8"] = held = (key, q8)
+        return held[1]
 
     def lin(self, layer, x):
         """`layer(x)`, a linear layer or a weight (as `F.linear`): without gradients, in the
@@ -562,15 +581,20 @@ class FeatureDrafter(TreeDrafter):
             bias[..., self.n:] = torch.finfo(self.K.dtype).min  # the committed entries
             # the root's producer: (1, 1, d)
             self._out = {0: fd.finish(self._g_last, self._attend(self._q_last, bias))}
-        # the tree's bias over the drafter's cache: node i (i >= 1) is entry n - 2 + i, after the n
-        # - 1 committed
-        N = self.tree.n_nodes
-        # (its root stands on the last committed entry, n - 2, which every node sees)
-        self._bias = tree_bias(
-            torch.tensor([self.n - 1]),
-            batch_trees([self.tree], [torch.zeros(N, dtype=torch.long)]), self.n - 1, self.S,
-            self.K.dtype)[0].to(dev)  # built on the CPU, attended on the drafter's device
+        self._bias = None  # the tree's, built at the first `node_logits` (none below depth 1)
         return fd.logits(self._out[0])[0, 0]
+
+    def round_bias(self):
+        """(1, 1, N, S) the tree's bias over the drafter's cache this round: node i (i >= 1) is
+        entry n - 2 + i, after the n - 1 committed; its root stands on the last committed entry, n
+        - 2, which every node sees. Built on the CPU, attended on the drafter's device."""
+        if self._bias is None:
+            N = self.tree.n_nodes
+            self._bias = tree_bias(
+                torch.tensor([self.n - 1]),
+                batch_trees([self.tree], [torch.zeros(N, dtype=torch.long)]), self.n - 1, self.S,
+                self.K.dtype)[0].to(self.K.device)
+        return self._bias
 
     @torch.no_grad()
     def node_logits(self, nodes, toks, n):
@@ -582,11 +606,11 @@ class FeatureDrafter(TreeDrafter):
         slots = (self.n - 1 + idx).to(dev)  # node i is entry n - 2 + i
         c = self._c_args(len(nodes))
         if c is not None:
-            out = self._layer(c, g, toks[idx][None], pos, slots, self._bias[:, :, idx])
+            out = self._layer(c, g, toks[idx][None], pos, slots, self.round_bias()[:, :, idx])
         else:
             q, k, v = fd.qkv(g, toks[idx][None].to(dev), pos)
             self.K[:, :, slots], self.Vc[:, :, slots] = k, v
-            out = fd.finish(g, self._attend(q, self._bias[:, :, idx]))            # (1, T, d)
+            out = fd.finish(g, self._attend(q, self.round_bias()[:, :, idx]))      # (1, T, d)
         for j, i in enumerate(nodes): self._out[i] = out[:, j:j + 1]
         return fd.logits(out)[0]
 

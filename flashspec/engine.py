@@ -550,7 +550,8 @@ def cpu_id(path:str="/proc/cpuinfo") -> str:
 def _costs_key(target, draft, engine:str, compile:bool) -> str:
     """Which measurement a cost entry is: hardware (with `cpu_id` on a CPU), target, dtype,
     quantization, engine (its attention and whether the product kernel is built: tables made
-    before `gqa_attention`, `rows_linear` or `llama_layers` are not read), draft, threads."""
+    before `gqa_attention`, `rows_linear` or `llama_layers` are not read), draft (`rounds=2`: nor
+    those before the feature drafter's cheaper rounds, 07b), threads."""
     from flashspec.models import hardware
     from flashspec.distill import target_fingerprint
     w = target.get_output_embeddings().weight
@@ -561,7 +562,8 @@ def _costs_key(target, draft, engine:str, compile:bool) -> str:
         f"{hw}|{target_fingerprint(target)}|{w.dtype}|{engine}|compile={compile}"
         f"|matmul=auto{'+rows' if rows_kernel() else ''}{'+layers' if layer_kernel_on() else ''}"
         f"|attn=grouped|"
-        f"{type(draft).__name__}:{n}:{0 if v is None else len(v)}|threads={torch.get_num_threads()}"
+        f"{type(draft).__name__}:{n}:{0 if v is None else len(v)}|rounds=2"
+        f"|threads={torch.get_num_threads()}"
         # `quantize_target`'s method
         + (f"|quant={q}" if (q := getattr(target, "flashspec_quant", None)) else ""))
 

@@ -18,8 +18,8 @@ from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 # %% auto #0
 __all__ = ['INT4_GROUP', 'INT8_GROUP', 'QUANT_METHODS', 'ACTIVATION_QUANT', 'int8_product_saturates', 'Int8Linear', 'int4_groups',
-           'Int4Linear', 'Int8WeightLinear', 'batch_invariant_attention', 'batch_gap', 'quant_method',
-           'quantize_target', 'weight_bytes']
+           'Int4Linear', 'int8_groups', 'Int8WeightLinear', 'int8_head', 'batch_invariant_attention', 'batch_gap',
+           'quant_method', 'quantize_target', 'weight_bytes']
 
 # %% ../nbs/06_quant.ipynb #062b9154
 @lru_cache(maxsize=None)
@@ -126,6 +126,21 @@ class Int4Linear(nn.Module):
 # inputs per scale and offset (*INT8 weights through the kernel* measures 32, 64 and a whole row)
 INT8_GROUP = 32
 
+def int8_groups(wg:torch.Tensor, # (N, G, g) float weights, G groups of g
+               ) -> tuple:
+    """`(q (N, G, g) int8, s (N, G), o (N, G))` with `w ≈ q s + o`: per group the closer (largest
+    error) of 256 levels over its range and a symmetric absmax scale (`o = 0`; ties: the range)."""
+    lo, hi = wg.amin(-1), wg.amax(-1)                                           # (N, G) each
+    s = ((hi - lo) / 255).clamp_min(1e-12)  # 256 levels over the group's range
+    o = lo + 128 * s  # w ~= q s + o, q in -128..127
+    q = torch.round((wg - o[..., None]) / s[..., None]).clamp(-128, 127)
+    s0 = (wg.abs().amax(-1) / 127).clamp_min(1e-12)  # w ~= q0 s0, q0 in -127..127
+    q0 = torch.round(wg / s0[..., None])
+    err = lambda q, s, o: (q * s[..., None] + o[..., None] - wg).abs().amax(-1)  # (N, G)
+    sym = err(q0, s0, torch.zeros_like(o)) < err(q, s, o)                      # (N, G)
+    q = torch.where(sym[..., None], q0, q).to(torch.int8)
+    return q, torch.where(sym, s0, s), torch.where(sym, 0.0, o)
+
 class Int8WeightLinear(nn.Module):
     """`y = x Wᵀ + b` with `W` in int8, one fp32 scale and offset per group of inputs, `x` as it is
     (`rows_q8`: flashspec's kernel on the CPU)."""
@@ -143,10 +158,7 @@ class Int8WeightLinear(nn.Module):
                 f" layer maps {K} -> {N}.")
         self.in_features, self.out_features, self.group = K, N, group
         wg = linear.weight.detach().float().reshape(N, K // group, group)       # (N, G, g)
-        lo, hi = wg.amin(-1), wg.amax(-1)                                       # (N, G) each
-        s = ((hi - lo) / 255).clamp_min(1e-12)  # 256 levels over the group's range
-        o = lo + 128 * s  # w ~= q s + o, q in -128..127
-        q = torch.round((wg - o[..., None]) / s[..., None]).clamp(-128, 127).to(torch.int8)
+        q, s, o = int8_groups(wg)
         self.register_buffer("qweight", q.reshape(N, K).contiguous())           # (N, K) int8
         self.register_buffer("scales", s.contiguous())                          # (N, G) fp32
         self.register_buffer("offsets", o.contiguous())                         # (N, G) fp32
@@ -171,6 +183,7 @@ QUANT_METHODS = {  # method -> device types it runs on
     "bnb-int8": ("cpu", "cuda"),
     "int4-weight": ("cpu",),  # Int4Linear: the CPU kernel of `_weight_int4pack_mm_for_cpu`
     "int8-weight": ("cpu",),  # Int8WeightLinear: flashspec's kernel (`rows_q8`), float activations
+    "int8-weight-head": ("cpu",),  # int8-weight, and the head too (`int8_head`)
 }
 # methods that round activations (per token, or to bf16): float noise between a one-token and a
 # many-token forward becomes whole rounding steps there, so their target runs the batch-invariant
@@ -189,6 +202,15 @@ def _check_int4(layers:nn.Module) -> None:
     _refuse_shapes(
         layers, Int4Linear.fits,
         f"int4-weight needs in_features divisible by {INT4_GROUP} and out_features by 16")
+
+def int8_head(model) -> None:
+    """Make `model`'s head an `Int8WeightLinear` in place. It keeps the float head weight as its
+    `weight` (tied to the input embeddings where it was: their lookup, a drafter's head, shape and
+    device checks read it); its forward reads only the int8 copy."""
+    h = model.get_output_embeddings()
+    q = Int8WeightLinear(h)
+    q.weight = h.weight  # the same Parameter: tied stays tied
+    model.set_output_embeddings(q)
 
 def _refuse_shapes(layers:nn.Module, fits, # fits(in_features, out_features) -> bool
                    need:str) -> None: # what the method needs, the error's first half
@@ -295,7 +317,7 @@ def quantize_target(model, # a causal LM flashspec supports; modified in place
                     check:bool=True,
                    ):
     """Quantize the decoder layers' linear weights of `model` to INT8 or INT4 **in place** and
-    return it; embeddings, norms, head keep their dtype."""
+    return it; embeddings and norms keep their dtype, the head too but with `int8-weight-head`."""
     check_supported(model)
     if method not in QUANT_METHODS:
         raise ValueError(
@@ -314,15 +336,17 @@ def quantize_target(model, # a causal LM flashspec supports; modified in place
     layers = _decoder(model).layers
     # all layers checked first: none is left half done
     if method == "int4-weight": _check_int4(layers)
-    if method == "int8-weight":
+    if method.startswith("int8-weight"):  # the head's inputs are the layers' (the hidden size)
         _refuse_shapes(layers, lambda k, n: Int8WeightLinear.fits(k),
-                       f"int8-weight needs in_features divisible by {INT8_GROUP}")
+                       f"{method} needs in_features divisible by {INT8_GROUP}")
     floor = batch_gap(model) if check else None  # the float model's own noise
     with quiet_imports():
         if method == "int8-rowwise": _swap_linears(layers, Int8Linear)
         elif method == "bnb-int8": _swap_linears(layers, _bnb_linear)
         elif method == "int4-weight": _swap_linears(layers, Int4Linear)
-        elif method == "int8-weight": _swap_linears(layers, Int8WeightLinear)
+        elif method.startswith("int8-weight"):
+            _swap_linears(layers, Int8WeightLinear)
+            if method == "int8-weight-head": int8_head(model)
         elif method == "fbgemm-int8-dynamic":
             torch.ao.quantization.quantize_dynamic(
                 layers, {nn.Linear}, dtype=torch.qint8, inplace=True)
