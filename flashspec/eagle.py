@@ -267,7 +267,9 @@ class FeatureDraft(nn.Module):
     def logits(self, out):  # (..., d) -> (..., S) over `vocab`
         "Logits over the vocabulary subset: the target's frozen final norm, then its head rows."
         x = self.target_parts["norm"](out)
-        q8 = None if torch.is_grad_enabled() else self.head_q8()
+        # a draft step's few rows (more: `rows_q8` would multiply by the weight dequantized anew)
+        few = x.numel() <= 32 * x.shape[-1] and not torch.is_grad_enabled()
+        q8 = self.head_q8() if few else None
         return rows_q8(x, *q8) if q8 else self.lin(self.head_w, x)
 
     def head_q8(self) -> tuple|None:

@@ -152,8 +152,8 @@ def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--quantize",
         choices=list(QUANT_METHODS),
         help=(
-            "quantize the target's decoder layers to INT8 or INT4 "
-            "(after the draft is made: the draft stays in --dtype); see the quant notebook"))
+            "quantize the target's decoder layers to INT8 or INT4, with int8-weight-head its head"
+            " too (after the draft is made: the draft stays in --dtype); see the quant notebook"))
     p.add_argument(
         "--engine",
         default="auto",
