@@ -15,9 +15,9 @@ from .draft import param_hashes
 from .tree import TreeConfig, tree_bias, batch_trees
 from .decode import Drafter, TreeDrafter
 from .engine import Products
-from flashspec.kernel import (
-    dequantize_q8, feature_layer, feature_layer_args, fresh_args, layer_kernel_on, rows_kernel,
-    rows_q8)
+from .kernel import (
+    feature_layer, feature_layer_args, fresh_args, layer_kernel_on, rows_kernel)
+from .kernel import dequantize_q8, rows_q8
 from .quant import INT8_GROUP, int8_groups
 
 # %% auto #0

@@ -128,8 +128,9 @@ INT8_GROUP = 32
 
 def int8_groups(wg:torch.Tensor, # (N, G, g) float weights, G groups of g
                ) -> tuple:
-    """`(q (N, G, g) int8, s (N, G), o (N, G))` with `w ≈ q s + o`: per group the closer (largest
-    error) of 256 levels over its range and a symmetric absmax scale (`o = 0`; ties: the range)."""
+    """`(q (N, G, g) int8, s (N, G), o (N, G))` with `w ≈ q s + o`: per group whichever of 256
+    levels over its range and a symmetric absmax scale (`o = 0`) has the smaller largest error
+    (ties: the range)."""
     lo, hi = wg.amin(-1), wg.amax(-1)                                           # (N, G) each
     s = ((hi - lo) / 255).clamp_min(1e-12)  # 256 levels over the group's range
     o = lo + 128 * s  # w ~= q s + o, q in -128..127
