@@ -13,9 +13,9 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, eager
 from .models import check_supported, atomic_write
 from .tree import Tree, TreeConfig, TreeBatch, compile_tree
 from .kvcache import StaticKVCache, causal_bias, forward as hf_forward
-from flashspec.kernel import (
-    fresh_args, layer_args, layer_kernel_on, layers_ok, llama_layers, rows_kernel, rows_linear,
-    rows_ok)
+from .kernel import (
+    exact_int8_on, fresh_args, int8_copy, layer_args, layer_kernel_on, layers_ok, llama_layers,
+    rows_kernel, rows_linear, rows_ok, rows_q8)
 
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'put_rows', 'group_bias',
@@ -282,8 +282,11 @@ class NativeForward:
             x = x + self._mlp(layer.mlp, layer.post_attention_layernorm(x), lin)
         x = self.norm(x)
         if len(self.layers) in layers: got[len(self.layers)] = x
-        h = x if rows is None else x[:, rows]
-        logits = head_lin(self.head, h)
+        h = x if rows is None else x[:, rows]                              # (B, R, d)
+        # a few rows, layers in C: the head's exact int8 copy where it has one (`int8_copy`)
+        few = c is not None and h.shape[0] * h.shape[1] <= self.products.max_pick
+        hq = int8_copy(self.head) if few else None
+        logits = rows_q8(h, *hq, self.head.bias) if hq else head_lin(self.head, h)
         # in `layers` order
         return logits, (torch.cat([got[l] for l in layers], -1) if layers else None)
 
@@ -550,8 +553,8 @@ def cpu_id(path:str="/proc/cpuinfo") -> str:
 def _costs_key(target, draft, engine:str, compile:bool) -> str:
     """Which measurement a cost entry is: hardware (with `cpu_id` on a CPU), target, dtype,
     quantization, engine (its attention and whether the product kernel is built: tables made
-    before `gqa_attention`, `rows_linear` or `llama_layers` are not read), draft (`rounds=2`: nor
-    those before the feature drafter's cheaper rounds, 07b), threads."""
+    before `gqa_attention`, `rows_linear`, `llama_layers` or `int8_copy` are not read), draft
+    (`rounds=2`: nor those before the feature drafter's cheaper rounds, 07b), threads."""
     from flashspec.models import hardware
     from flashspec.distill import target_fingerprint
     w = target.get_output_embeddings().weight
@@ -561,6 +564,7 @@ def _costs_key(target, draft, engine:str, compile:bool) -> str:
     return (
         f"{hw}|{target_fingerprint(target)}|{w.dtype}|{engine}|compile={compile}"
         f"|matmul=auto{'+rows' if rows_kernel() else ''}{'+layers' if layer_kernel_on() else ''}"
+        f"{'+int8copy' if exact_int8_on() else ''}"
         f"|attn=grouped|"
         f"{type(draft).__name__}:{n}:{0 if v is None else len(v)}|rounds=2"
         f"|threads={torch.get_num_threads()}"

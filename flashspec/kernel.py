@@ -12,9 +12,9 @@ from .models import cache_dir, cpuinfo
 
 # %% auto #0
 __all__ = ['ROWS_SRC', 'LAYER_SRC', 'KERNEL_FLAGS', 'LAYER_NORMS', 'c_compiler', 'kernel_file', 'build_kernel', 'rows_kernel',
-           'kernel_status', 'rows_ok', 'rows_linear', 'dequantize_q8', 'rows_q8', 'layer_args', 'feature_layer_args',
-           'modules_changed', 'layer_args_valid', 'fresh_args', 'layer_kernel_on', 'layers_ok', 'llama_layers',
-           'feature_layer']
+           'kernel_status', 'rows_ok', 'rows_linear', 'dequantize_q8', 'rows_q8', 'exact_int8_on', 'int8_copy',
+           'layer_args', 'feature_layer_args', 'modules_changed', 'layer_args_valid', 'fresh_args', 'layer_kernel_on',
+           'layers_ok', 'llama_layers', 'feature_layer']
 
 # %% ../nbs/04a_kernel.ipynb #kn000006
 ROWS_SRC = r"""
@@ -424,6 +424,26 @@ def _fp32_cpu(t) -> bool:  # a plain fp32 tensor on the CPU (not a quantized ten
     return (type(t) in (torch.Tensor, torch.nn.Parameter) and t.dtype == torch.float32
             and t.device.type == "cpu" and t.is_contiguous())
 
+def exact_int8_on() -> bool:
+    """Whether the engine's C layers and head may read an fp32 weight as its exact int8 copy
+    (`int8_copy`; `FLASHSPEC_EXACT_INT8=0`: not)."""
+    return os.environ.get("FLASHSPEC_EXACT_INT8", "1") != "0"
+
+def int8_copy(l) -> tuple|None:
+    """`(q (N, K) int8, s, o (N, K // G))` for an fp32 `nn.Linear` on the CPU whose weight an int8
+    grid holds bit for bit (`exact_q8`, 06_quant), else None: `rows_mm_q8` over it sums the same
+    products in the same order as `rows_mm` over the weight, reading about a third of the bytes.
+    Made once, kept with the module while the weight keeps its storage and version."""
+    w = getattr(l, "weight", None)
+    if not exact_int8_on() or type(l) is not torch.nn.Linear or not _fp32_cpu(w): return None
+    try: key = (w.data_ptr(), w._version)
+    except RuntimeError: return None  # an inference-mode tensor keeps no version
+    held = l.__dict__.get("_flashspec_int8")
+    if held is None or held[0] != key:
+        from flashspec.quant import exact_q8  # 06_quant, which imports this module
+        held = l.__dict__["_flashspec_int8"] = (key, exact_q8(w))
+    return held[1]
+
 def _product(l) -> tuple|None:
     """How the C layer runs a product module: `(weight, None, None)` for an fp32 `nn.Linear`, `(int8
     weight, scales, offsets)` for an `Int8WeightLinear` (06_quant), else None (PyTorch runs it)."""
@@ -440,16 +460,22 @@ def _product(l) -> tuple|None:
     return (q, l.scales, l.offsets)
 
 def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
-          hidden_norm=None) -> dict|None:
+          hidden_norm=None, int8:bool=False) -> dict|None:
     """The C layer's fixed arguments for these modules (q, k, v, o; gate, up, down), or None where
-    they are not ones it runs; with `hidden_norm`, a feature drafter's layer (q/k/v read 2d)."""
+    they are not ones it runs; with `hidden_norm`, a feature drafter's layer (q/k/v read 2d); with
+    `int8`, fp32 products as their exact int8 copies where every one has one (`int8_copy`)."""
     norms = [norm_in, norm_post] + ([hidden_norm] if hidden_norm is not None else [])
     prods = [_product(l) for l in att + mlp]
+    copies = []
+    for l in att + mlp if int8 else ():
+        if (c := int8_copy(l)) is None: break  # all or none (the first without one ends it)
+        copies.append(c)
+    if copies and len(copies) == len(prods): prods = copies
     if (any(type(x).__name__ not in LAYER_NORMS or not hasattr(x, "variance_epsilon")
             or not _fp32_cpu(x.weight) for x in norms)
             or any(p is None for p in prods)
             # all fp32, or all int8 in groups of one size
-            or len({getattr(l, "group", 0) for l in att + mlp}) != 1
+            or len({0 if p[1] is None else p[0].shape[1] // p[1].shape[1] for p in prods}) != 1
             or any(l.bias is not None and not _fp32_cpu(l.bias) for l in att)
             or any(l.bias is not None for l in mlp)
             or len({x.variance_epsilon for x in norms}) != 1):
@@ -466,7 +492,8 @@ def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
     if H % Hkv: return None
     pw = [None, *prods[:4], None, *prods[4:]]  # indexed as the C layer's w
     ws = [norm_in.weight, *(p[0] for p in pw[1:5]), norm_post.weight, *(p[0] for p in pw[6:])]
-    P, G = ctypes.c_void_p, getattr(q, "group", 0)  # G: 0 for fp32 products
+    P = ctypes.c_void_p
+    G = 0 if prods[0][1] is None else prods[0][0].shape[1] // prods[0][1].shape[1]  # 0: fp32
     qs = [None if p is None else p[1] for p in pw]
     qo = [None if p is None else p[2] for p in pw]
     keep = ws + [l.bias for l in att] + ([hidden_norm.weight] if hidden_norm is not None else [])
@@ -478,12 +505,14 @@ def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
         b=(P * 4)(*(None if l.bias is None else l.bias.data_ptr() for l in att)),
         hn=None if hidden_norm is None else hidden_norm.weight.data_ptr(),
         keep=keep, ptrs=[None if t is None else t.data_ptr() for t in keep], # what is addressed
+        # the fp32 weights int8 copies stand for, and their versions (an in-place change)
+        src=[(l.weight, l.weight._version) for l in att + mlp] if prods is copies else [],
         eps=float(norm_in.variance_epsilon), scale=float(scale), d=d, I=I, H=H, Hkv=Hkv, hd=hd)
 
 def layer_args(layer) -> dict|None:
     """What `llama_layer` needs of a Hugging Face decoder layer, read once: its weights' and biases'
-    addresses (the module's own tensors: fp32, or all int8 of `int8-weight`), sizes, eps and scale;
-    None where it does not apply."""
+    addresses (the module's own tensors: fp32, their exact int8 copies where all have one, or all
+    int8 of `int8-weight`), sizes, eps and scale; None where it does not apply."""
     a, m = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
     att = [getattr(a, k, None) for k in ("q_proj", "k_proj", "v_proj", "o_proj")]
     mlp = [getattr(m, k, None) for k in ("gate_proj", "up_proj", "down_proj")]
@@ -492,7 +521,7 @@ def layer_args(layer) -> dict|None:
         return None
     return _pack(getattr(layer, "input_layernorm", None), att,
                  getattr(layer, "post_attention_layernorm", None), mlp, getattr(a, "head_dim", 0),
-                 getattr(a, "scaling", 0.0))
+                 getattr(a, "scaling", 0.0), int8=True)
 
 def feature_layer_args(net) -> dict|None:
     """What `feature_layer` needs of a feature drafter's network (a `FeatureDraft`: its one layer,
@@ -516,8 +545,10 @@ def modules_changed() -> int:
 
 def layer_args_valid(args:list) -> bool:
     """Whether the tensors `layer_args` addressed still hold their storage (`.to()` or `.data =`
-    moves it; an in-place copy, as `load_state_dict` does, does not)."""
-    return all(t is None or t.data_ptr() == p for a in args for t, p in zip(a["keep"], a["ptrs"]))
+    moves it; an in-place copy, as `load_state_dict` does, does not), and the fp32 weights that int8
+    copies stand for their version (an in-place copy moves that)."""
+    return all(t is None or t.data_ptr() == p for a in args for t, p in zip(a["keep"], a["ptrs"])
+               ) and all(w._version == v for a in args for w, v in a["src"])
 
 def fresh_args(held:tuple|None, # what this returned last time, or None
                read, # `read()`: the args anew (a list of `layer_args`, or False where not run)

@@ -18,8 +18,8 @@ from transformers.masking_utils import AttentionMaskInterface, eager_mask
 
 # %% auto #0
 __all__ = ['INT4_GROUP', 'INT8_GROUP', 'QUANT_METHODS', 'ACTIVATION_QUANT', 'int8_product_saturates', 'Int8Linear', 'int4_groups',
-           'Int4Linear', 'int8_groups', 'Int8WeightLinear', 'int8_head', 'batch_invariant_attention', 'batch_gap',
-           'quant_method', 'quantize_target', 'weight_bytes']
+           'Int4Linear', 'int8_groups', 'exact_q8', 'Int8WeightLinear', 'int8_head', 'batch_invariant_attention',
+           'batch_gap', 'quant_method', 'quantize_target', 'weight_bytes']
 
 # %% ../nbs/06_quant.ipynb #062b9154
 @lru_cache(maxsize=None)
@@ -128,19 +128,42 @@ INT8_GROUP = 32
 
 def int8_groups(wg:torch.Tensor, # (N, G, g) float weights, G groups of g
                ) -> tuple:
-    """`(q (N, G, g) int8, s (N, G), o (N, G))` with `w ≈ q s + o`: per group whichever of 256
-    levels over its range and a symmetric absmax scale (`o = 0`) has the smaller largest error
-    (ties: the range)."""
+    """`(q (N, G, g) int8, s (N, G), o (N, G))` with `w ≈ q s + o`: per group whichever of three
+    grids has the smallest largest error (ties: the first): 16 levels over its range (`o = lo`, the
+    grid of GGUF's Q4_1), 256 levels over its range, a symmetric absmax scale (`o = 0`)."""
     lo, hi = wg.amin(-1), wg.amax(-1)                                           # (N, G) each
-    s = ((hi - lo) / 255).clamp_min(1e-12)  # 256 levels over the group's range
-    o = lo + 128 * s  # w ~= q s + o, q in -128..127
-    q = torch.round((wg - o[..., None]) / s[..., None]).clamp(-128, 127)
-    s0 = (wg.abs().amax(-1) / 127).clamp_min(1e-12)  # w ~= q0 s0, q0 in -127..127
-    q0 = torch.round(wg / s0[..., None])
-    err = lambda q, s, o: (q * s[..., None] + o[..., None] - wg).abs().amax(-1)  # (N, G)
-    sym = err(q0, s0, torch.zeros_like(o)) < err(q, s, o)                      # (N, G)
-    q = torch.where(sym[..., None], q0, q).to(torch.int8)
-    return q, torch.where(sym, s0, s), torch.where(sym, 0.0, o)
+    s = ((hi - lo) / 255).clamp_min(1e-12)
+    grids = [  # (s, o, q's least, q's most) with w ~= q s + o
+        (((hi - lo) / 15).clamp_min(1e-12), lo, 0, 15),  # 16 levels over the range
+        (s, lo + 128 * s, -128, 127),  # 256 levels over the range
+        ((wg.abs().amax(-1) / 127).clamp_min(1e-12), torch.zeros_like(lo), -127, 127)]  # absmax
+    best = None
+    for s, o, a, b in grids:
+        q = torch.round((wg - o[..., None]) / s[..., None]).clamp(a, b)        # (N, G, g)
+        err = (q * s[..., None] + o[..., None] - wg).abs().amax(-1)            # (N, G)
+        if best is None: best = (q, s, o, err); continue
+        take = err < best[3]                                                    # (N, G)
+        best = (torch.where(take[..., None], q, best[0]), *(
+            torch.where(take, new, old) for new, old in zip((s, o, err), best[1:])))
+    return best[0].to(torch.int8), best[1], best[2]
+
+def exact_q8(w:torch.Tensor, # (N, K) fp32 weights
+             group:int=INT8_GROUP,
+             rows:int=1024) -> tuple|None: # rows checked at a time
+    """`(q (N, K) int8, s (N, K // group), o)` where `q · s + o` is `w` bit for bit in every group,
+    with `q · s` exact in fp32 (so a fused multiply-add gives the same bits), else None."""
+    N, K = w.shape
+    if w.dtype != torch.float32 or not Int8WeightLinear.fits(K, group): return None
+    got = []
+    for lo in range(0, N, rows):  # a block of rows at a time: a weight off the grid ends it soon
+        wg = w[lo : lo + rows].detach().reshape(-1, K // group, group)          # (n, G, g)
+        q, s, o = int8_groups(wg)
+        qs = q.float() * s[..., None]                                           # (n, G, g)
+        if not (torch.equal(qs.double(), q.double() * s.double()[..., None])
+                and torch.equal(qs + o[..., None], wg)):
+            return None
+        got.append((q.reshape(-1, K), s, o))
+    return tuple(torch.cat(t).contiguous() for t in zip(*got))
 
 class Int8WeightLinear(nn.Module):
     """`y = x Wᵀ + b` with `W` in int8, one fp32 scale and offset per group of inputs, `x` as it is
