@@ -14,8 +14,8 @@ from .models import check_supported, atomic_write
 from .tree import Tree, TreeConfig, TreeBatch, compile_tree
 from .kvcache import StaticKVCache, causal_bias, forward as hf_forward
 from .kernel import (
-    exact_int8_on, fresh_args, int8_copy, layer_args, layer_kernel_on, layers_ok, llama_layers,
-    rows_kernel, rows_linear, rows_ok, rows_q8)
+    exact_int4_on, exact_int8_on, fresh_args, int8_copy, layer_args, layer_kernel_on, layers_ok,
+    llama_layers, rows_kernel, rows_linear, rows_ok, rows_q8)
 
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'put_rows', 'group_bias',
@@ -553,8 +553,8 @@ def cpu_id(path:str="/proc/cpuinfo") -> str:
 def _costs_key(target, draft, engine:str, compile:bool) -> str:
     """Which measurement a cost entry is: hardware (with `cpu_id` on a CPU), target, dtype,
     quantization, engine (its attention and whether the product kernel is built: tables made
-    before `gqa_attention`, `rows_linear`, `llama_layers` or `int8_copy` are not read), draft
-    (`rounds=2`: nor those before the feature drafter's cheaper rounds, 07b), threads."""
+    before `gqa_attention`, `rows_linear`, `llama_layers`, `int8_copy` or `int4_copy` are not read),
+    draft (`rounds=2`: nor those before the feature drafter's cheaper rounds, 07b), threads."""
     from flashspec.models import hardware
     from flashspec.distill import target_fingerprint
     w = target.get_output_embeddings().weight
@@ -564,7 +564,7 @@ def _costs_key(target, draft, engine:str, compile:bool) -> str:
     return (
         f"{hw}|{target_fingerprint(target)}|{w.dtype}|{engine}|compile={compile}"
         f"|matmul=auto{'+rows' if rows_kernel() else ''}{'+layers' if layer_kernel_on() else ''}"
-        f"{'+int8copy' if exact_int8_on() else ''}"
+        f"{'+int8copy' if exact_int8_on() else ''}{'+int4copy' if exact_int4_on() else ''}"
         f"|attn=grouped|"
         f"{type(draft).__name__}:{n}:{0 if v is None else len(v)}|rounds=2"
         f"|threads={torch.get_num_threads()}"

@@ -12,15 +12,17 @@ from .models import cache_dir, cpuinfo
 
 # %% auto #0
 __all__ = ['ROWS_SRC', 'LAYER_SRC', 'KERNEL_FLAGS', 'LAYER_NORMS', 'c_compiler', 'kernel_file', 'build_kernel', 'rows_kernel',
-           'kernel_status', 'rows_ok', 'rows_linear', 'dequantize_q8', 'rows_q8', 'exact_int8_on', 'int8_copy',
-           'layer_args', 'feature_layer_args', 'modules_changed', 'layer_args_valid', 'fresh_args', 'layer_kernel_on',
-           'layers_ok', 'llama_layers', 'feature_layer']
+           'kernel_status', 'rows_ok', 'rows_linear', 'dequantize_q8', 'pack_q4', 'unpack_q4', 'rows_q8',
+           'exact_int8_on', 'exact_int4_on', 'int8_copy', 'int4_copy', 'layer_args', 'feature_layer_args',
+           'modules_changed', 'layer_args_valid', 'fresh_args', 'layer_kernel_on', 'layers_ok', 'llama_layers',
+           'feature_layer']
 
 # %% ../nbs/04a_kernel.ipynb #kn000006
 ROWS_SRC = r"""
 // y (M, N) = x (M, K) @ w (N, K)^T in fp32: each weight row read once for up to 8 input rows, each
 // output summed in one fixed order whatever M is (16 lanes over k, a fixed tree over the lanes, a
-// scalar tail), each output column by one thread. rows_mm_q8: the same over int8 weights.
+// scalar tail), each output column by one thread. rows_mm_q8: the same over int8 weights,
+// rows_mm_q4 over 4-bit ones.
 #include <omp.h>
 #include <stddef.h>
 typedef float v16 __attribute__((vector_size(64)));
@@ -31,6 +33,13 @@ static inline v16 widen(const signed char* p) {
     __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)));
     v16 v; __builtin_memcpy(&v, &f, 64); return v;
 }
+// 32 4-bit weights (0..15) as floats from 16 bytes: byte j holds weight j (low), j + 16 (high)
+static inline void widen4(const unsigned char* p, v16* lo, v16* hi) {
+    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)p));
+    __m512 l = _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(15)));
+    __m512 h = _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));
+    __builtin_memcpy(lo, &l, 64); __builtin_memcpy(hi, &h, 64);
+}
 #elif defined(__AVX2__)
 #include <immintrin.h>
 static inline v16 widen(const signed char* p) {
@@ -39,9 +48,23 @@ static inline v16 widen(const signed char* p) {
     __m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(c, 8)));
     v16 v; __builtin_memcpy(&v, &lo, 32); __builtin_memcpy((char*)&v + 32, &hi, 32); return v;
 }
+static inline void widen4(const unsigned char* p, v16* lo, v16* hi) {
+    __m128i c = _mm_loadu_si128((const __m128i*)p);
+    __m256i b0 = _mm256_cvtepu8_epi32(c), b1 = _mm256_cvtepu8_epi32(_mm_srli_si128(c, 8));
+    __m256i f = _mm256_set1_epi32(15);
+    __m256 l0 = _mm256_cvtepi32_ps(_mm256_and_si256(b0, f));
+    __m256 l1 = _mm256_cvtepi32_ps(_mm256_and_si256(b1, f));
+    __m256 h0 = _mm256_cvtepi32_ps(_mm256_srli_epi32(b0, 4));
+    __m256 h1 = _mm256_cvtepi32_ps(_mm256_srli_epi32(b1, 4));
+    __builtin_memcpy(lo, &l0, 32); __builtin_memcpy((char*)lo + 32, &l1, 32);
+    __builtin_memcpy(hi, &h0, 32); __builtin_memcpy((char*)hi + 32, &h1, 32);
+}
 #else
 static inline v16 widen(const signed char* p) {
     v16 v; for (int i = 0; i < 16; i++) v[i] = (float)p[i]; return v;
+}
+static inline void widen4(const unsigned char* p, v16* lo, v16* hi) {
+    for (int i = 0; i < 16; i++) { (*lo)[i] = (float)(p[i] & 15); (*hi)[i] = (float)(p[i] >> 4); }
 }
 #endif
 static inline float lanes_sum(v16 a) {
@@ -133,6 +156,51 @@ void rows_mm_q8(const float* x, const signed char* q, const float* s, const floa
                 x + (size_t)m0 * K, q, s, o, y + (size_t)m0 * N, n0, n1, N, K, G);
     }
 }
+// The same with 4-bit weights (0..15) packed two a byte, per 32 inputs 16 bytes (widen4), q (N,
+// K / 2), G a multiple of 32: the same weights q * s + o, the same products in the same order.
+static inline __attribute__((always_inline)) void q4block(
+        const float* x, const unsigned char* q, const float* s, const float* o, float* y,
+        const int mb, int n0, int n1, int N, int K, int G) {
+    for (int n = n0; n < n1; n++) {
+        const unsigned char* qr = q + (size_t)n * (K / 2);
+        const float* sr = s + (size_t)n * (K / G), * orow = o + (size_t)n * (K / G);
+        v16 acc[8];
+        for (int m = 0; m < mb; m++) acc[m] = (v16){0};
+        for (int g = 0; g < K / G; g++) {
+            const float sg = sr[g], og = orow[g];
+            for (int k = g * G; k < (g + 1) * G; k += 32) {
+                v16 lo, hi; widen4(qr + k / 2, &lo, &hi);
+                lo = lo * sg + og; hi = hi * sg + og;
+                for (int m = 0; m < mb; m++) {
+                    v16 xv; __builtin_memcpy(&xv, x + (size_t)m * K + k, 64);
+                    acc[m] += lo * xv;
+                    __builtin_memcpy(&xv, x + (size_t)m * K + k + 16, 64);
+                    acc[m] += hi * xv;
+                }
+            }
+        }
+        for (int m = 0; m < mb; m++) y[(size_t)m * N + n] = lanes_sum(acc[m]);
+    }
+}
+#define Q4BLOCK(c) static void q4block##c(const float* x, const unsigned char* q, const float* s, \
+    const float* o, float* y, int n0, int n1, int N, int K, int G) \
+    { q4block(x, q, s, o, y, c, n0, n1, N, K, G); }
+Q4BLOCK(1) Q4BLOCK(2) Q4BLOCK(3) Q4BLOCK(4) Q4BLOCK(5) Q4BLOCK(6) Q4BLOCK(7) Q4BLOCK(8)
+typedef void (*q4block_fn)(const float*, const unsigned char*, const float*, const float*, float*,
+                           int, int, int, int, int);
+static const q4block_fn Q4BLOCKS[9] = {0, q4block1, q4block2, q4block3, q4block4, q4block5,
+                                       q4block6, q4block7, q4block8};
+void rows_mm_q4(const float* x, const unsigned char* q, const float* s, const float* o, float* y,
+                int M, int N, int K, int G, int threads) {
+    #pragma omp parallel num_threads(threads)
+    {
+        int t = omp_get_thread_num(), T = omp_get_num_threads();
+        int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
+        for (int m0 = 0; m0 < M; m0 += 8)
+            Q4BLOCKS[M - m0 < 8 ? M - m0 : 8](
+                x + (size_t)m0 * K, q, s, o, y + (size_t)m0 * N, n0, n1, N, K, G);
+    }
+}
 """
 
 # %% ../nbs/04a_kernel.ipynb #kl000002
@@ -219,11 +287,14 @@ static void attend(const float* q, const float* kc, const float* vc, const float
         }
     }
 }
-// a product of the layer: x (M, K) @ w[i] (N, K)^T, w[i] fp32 (qs == NULL) or int8 with scales
-// qs[i] and offsets qo[i] per group of G inputs (rows_mm_q8)
+// a product of the layer: x (M, K) @ w[i] (N, K)^T, w[i] fp32 (qs == NULL) or of `bits` bits
+// (8: int8, rows_mm_q8; 4: packed, rows_mm_q4) with scales qs[i], offsets qo[i] per G inputs
 static void mm(const float* x, const float* const* w, const float* const* qs,
-               const float* const* qo, int G, int i, float* y, int M, int N, int K, int threads) {
-    if (qs) rows_mm_q8(x, (const signed char*)w[i], qs[i], qo[i], y, M, N, K, G, threads);
+               const float* const* qo, int G, int bits, int i, float* y, int M, int N, int K,
+               int threads) {
+    if (qs && bits == 4)
+        rows_mm_q4(x, (const unsigned char*)w[i], qs[i], qo[i], y, M, N, K, G, threads);
+    else if (qs) rows_mm_q8(x, (const signed char*)w[i], qs[i], qo[i], y, M, N, K, G, threads);
     else rows_mm(x, w[i], y, M, N, K, threads);
 }
 // e == NULL: a decoder layer. Else a feature drafter's layer (EAGLE-3): its q/k/v products read
@@ -231,7 +302,8 @@ static void mm(const float* x, const float* const* w, const float* const* qs,
 static void layer_impl(float* x, const float* e, const float* w_hn, int M, int T, int d, int I,
                        int H, int Hkv, int hd, float eps, float scale, const float* const* w,
                        const float* const* bs, const float* const* qs, const float* const* qo,
-                       int G, const float* cs, const float* sn, float* kc, float* vc, int S,
+                       int G, int bits, const float* cs, const float* sn, float* kc, float* vc,
+                       int S,
                        const int64_t* slots, const float* bias, float* work, int threads) {
     const int dq = H * hd, dk = Hkv * hd, din = e ? 2 * d : d;
     float* h = work; float* q = h + (size_t)M * din; float* k = q + (size_t)M * dq;
@@ -239,9 +311,9 @@ static void layer_impl(float* x, const float* e, const float* w_hn, int M, int T
     float* g = a + (size_t)M * dq; float* u = g + (size_t)M * I; float* sc = u + (size_t)M * I;
     if (e) { norm_rows(e, w[0], h, M, d, din, eps); norm_rows(x, w_hn, h + d, M, d, din, eps); }
     else norm_rows(x, w[0], h, M, d, d, eps);
-    mm(h, w, qs, qo, G, 1, q, M, dq, din, threads); add_bias(q, bs[0], M, dq);
-    mm(h, w, qs, qo, G, 2, k, M, dk, din, threads); add_bias(k, bs[1], M, dk);
-    mm(h, w, qs, qo, G, 3, v, M, dk, din, threads); add_bias(v, bs[2], M, dk);
+    mm(h, w, qs, qo, G, bits, 1, q, M, dq, din, threads); add_bias(q, bs[0], M, dq);
+    mm(h, w, qs, qo, G, bits, 2, k, M, dk, din, threads); add_bias(k, bs[1], M, dk);
+    mm(h, w, qs, qo, G, bits, 3, v, M, dk, din, threads); add_bias(v, bs[2], M, dk);
     rope(q, cs, sn, M, H, hd); rope(k, cs, sn, M, Hkv, hd);
     for (int m = 0; m < M; m++) {
         const int b = m / T;
@@ -252,40 +324,40 @@ static void layer_impl(float* x, const float* e, const float* w_hn, int M, int T
         }
     }
     attend(q, kc, vc, bias, a, sc, M, T, H, Hkv, hd, S, scale, threads);
-    mm(a, w, qs, qo, G, 4, h, M, d, dq, threads); add_bias(h, bs[3], M, d);
+    mm(a, w, qs, qo, G, bits, 4, h, M, d, dq, threads); add_bias(h, bs[3], M, d);
     for (size_t i = 0; i < (size_t)M * d; i++) x[i] += h[i];
     norm_rows(x, w[5], h, M, d, d, eps);
-    mm(h, w, qs, qo, G, 6, g, M, I, d, threads);
-    mm(h, w, qs, qo, G, 7, u, M, I, d, threads);
+    mm(h, w, qs, qo, G, bits, 6, g, M, I, d, threads);
+    mm(h, w, qs, qo, G, bits, 7, u, M, I, d, threads);
     for (size_t i = 0; i < (size_t)M * I; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-    mm(g, w, qs, qo, G, 8, h, M, d, I, threads);
+    mm(g, w, qs, qo, G, bits, 8, h, M, d, I, threads);
     for (size_t i = 0; i < (size_t)M * d; i++) x[i] += h[i];
 }
 void llama_layer(float* x, int M, int T, int d, int I, int H, int Hkv, int hd, float eps,
                  float scale,
                  const float* const* w,  // in_norm, q, k, v, o, post_norm, gate, up, down
                  const float* const* bs, // q, k, v, o biases (NULL where none)
-                 // NULL: fp32 products; else w's products are int8, qs and qo (indexed as w) their
-                 // (N, K / G) scales and offsets
-                 const float* const* qs, const float* const* qo, int G,
+                 // NULL: fp32 products; else w's products are int8 (bits 8) or packed 4-bit (bits
+                 // 4), qs and qo (indexed as w) their (N, K / G) scales and offsets
+                 const float* const* qs, const float* const* qo, int G, int bits,
                  const float* cs, const float* sn, // (M, hd) rotary cos, sin
                  float* kc, float* vc, int S, // the layer's cache (B, Hkv, S, hd); row m: b = m / T
                  const int64_t* slots, // (M,) where each row's key and value go
                  const float* bias, // (M, S) additive attention bias per row
                  // scratch: M * (d + 2 (H + Hkv) hd + 2 I) + threads * S floats
                  float* work, int threads) {
-    layer_impl(x, 0, 0, M, T, d, I, H, Hkv, hd, eps, scale, w, bs, qs, qo, G, cs, sn, kc, vc, S,
-               slots, bias, work, threads);
+    layer_impl(x, 0, 0, M, T, d, I, H, Hkv, hd, eps, scale, w, bs, qs, qo, G, bits, cs, sn, kc, vc,
+               S, slots, bias, work, threads);
 }
 // the same for a feature drafter's layer: e (M, d) embeddings, w_hn the hidden state's norm;
 // scratch: M * (2 d + 2 (H + Hkv) hd + 2 I) + threads * S floats
 void feature_layer(float* x, const float* e, const float* w_hn, int M, int T, int d, int I, int H,
                    int Hkv, int hd, float eps, float scale, const float* const* w,
                    const float* const* bs, const float* const* qs, const float* const* qo, int G,
-                   const float* cs, const float* sn, float* kc, float* vc, int S,
+                   int bits, const float* cs, const float* sn, float* kc, float* vc, int S,
                    const int64_t* slots, const float* bias, float* work, int threads) {
-    layer_impl(x, e, w_hn, M, T, d, I, H, Hkv, hd, eps, scale, w, bs, qs, qo, G, cs, sn, kc, vc, S,
-               slots, bias, work, threads);
+    layer_impl(x, e, w_hn, M, T, d, I, H, Hkv, hd, eps, scale, w, bs, qs, qo, G, bits, cs, sn, kc,
+               vc, S, slots, bias, work, threads);
 }
 """
 
@@ -329,8 +401,8 @@ def build_kernel(cc:str, out:Path,
 # %% ../nbs/04a_kernel.ipynb #kn000009
 def rows_kernel(refresh:bool=False): # look again (after changing `$CC` or `FLASHSPEC_KERNEL`)
     """The compiled `rows_mm` (a ctypes function; its library's `rows_mm_q8` is its `.q8`,
-    `llama_layer` its `.layer`, `feature_layer` its `.feature`), built on first use; None where it
-    cannot be (see `kernel_status`)."""
+    `rows_mm_q4` its `.q4`, `llama_layer` its `.layer`, `feature_layer` its `.feature`), built on
+    first use; None where it cannot be (see `kernel_status`)."""
     if "fn" in _KERNEL and not refresh: return _KERNEL["fn"]
     _KERNEL.update(fn=None)
     cc = c_compiler()
@@ -344,13 +416,14 @@ def rows_kernel(refresh:bool=False): # look again (after changing `$CC` or `FLAS
         except OSError as e: err = f"{path} does not load: {e}"
         if err: _KERNEL["status"] = f"the build with {cc} failed: {err}"
         else:
-            fn, fn.q8, fn.layer = lib.rows_mm, lib.rows_mm_q8, lib.llama_layer
-            fn.feature = lib.feature_layer
+            fn, fn.q8, fn.q4 = lib.rows_mm, lib.rows_mm_q8, lib.rows_mm_q4
+            fn.layer, fn.feature = lib.llama_layer, lib.feature_layer
             fn.restype, fn.argtypes = None, [ctypes.c_void_p] * 3 + [ctypes.c_int] * 4
-            fn.q8.restype, fn.q8.argtypes = None, [ctypes.c_void_p] * 5 + [ctypes.c_int] * 5
+            for f in (fn.q8, fn.q4):
+                f.restype, f.argtypes = None, [ctypes.c_void_p] * 5 + [ctypes.c_int] * 5
             P, I = ctypes.c_void_p, ctypes.c_int
             fn.layer.restype = None
-            fn.layer.argtypes = ([P] + [I] * 7 + [ctypes.c_float] * 2 + [P] * 4 + [I] + [P] * 4
+            fn.layer.argtypes = ([P] + [I] * 7 + [ctypes.c_float] * 2 + [P] * 4 + [I] * 2 + [P] * 4
                                  + [I] + [P] * 3 + [I])
             fn.feature.restype = None
             fn.feature.argtypes = [P] * 3 + fn.layer.argtypes[1:]
@@ -394,26 +467,43 @@ def dequantize_q8(q:torch.Tensor, # (N, K) int8 weights
     w = q.reshape(N, s.shape[1], -1).float() * s.float()[..., None] + o.float()[..., None]
     return w.reshape(N, K).to(dtype)
 
+def pack_q4(q:torch.Tensor, # (N, K) int8 weights in 0..15, K a multiple of 32
+           ) -> torch.Tensor:
+    """(N, K // 2) uint8, `rows_mm_q4`'s layout: per 32 inputs 16 bytes, byte j holding weight j in
+    its low four bits and weight j + 16 in its high four."""
+    N, K = q.shape
+    g = q.reshape(N, K // 32, 2, 16).to(torch.uint8)                       # (N, K / 32, 2, 16)
+    return (g[:, :, 0] | (g[:, :, 1] << 4)).reshape(N, K // 2).contiguous()
+
+def unpack_q4(p:torch.Tensor) -> torch.Tensor: # (N, K // 2) uint8 from `pack_q4`
+    "The (N, K) int8 weights `pack_q4` packed."
+    N, H = p.shape
+    g = p.reshape(N, H // 16, 1, 16)
+    return torch.cat([g & 15, g >> 4], 2).reshape(N, 2 * H).to(torch.int8)
+
 def rows_q8(x:torch.Tensor, # (..., K)
-            q:torch.Tensor, # (N, K) int8 weights
+            q:torch.Tensor, # (N, K) int8 weights, or (N, K // 2) uint8: 4-bit ones (`pack_q4`)
             s:torch.Tensor, # (N, K // G) fp32 scales, one per group of G inputs (G % 16 == 0)
             o:torch.Tensor, # (N, K // G) fp32 offsets
             b:torch.Tensor|None=None, # (N,) bias
             max_rows:int=32, # more rows than this: `F.linear` over the dequantized weight
            ) -> torch.Tensor:
-    "`F.linear(x, q · s + o, b)` through `rows_mm_q8` where it applies (see above)."
+    """`F.linear(x, q · s + o, b)` through `rows_mm_q8` (`rows_mm_q4` for packed 4-bit weights, G %
+    32 == 0) where it applies (see above)."""
     xs = x.reshape(-1, x.shape[-1])                                       # (M, K)
-    (M, K), (N, G) = xs.shape, (q.shape[0], q.shape[1] // s.shape[1])
+    (M, K), N, four = xs.shape, q.shape[0], q.dtype == torch.uint8
+    G = K // s.shape[1]
     fn = rows_kernel()
     if (fn is None or x.dtype != torch.float32 or x.device.type != "cpu" or M > max_rows
-            or G % 16 or not (q.is_contiguous() and s.is_contiguous() and o.is_contiguous())
+            or G % (32 if four else 16) or not (q.is_contiguous() and s.is_contiguous()
+                                                and o.is_contiguous())
             or s.dtype != torch.float32 or o.dtype != torch.float32
             or torch.compiler.is_compiling()):
-        return F.linear(x, dequantize_q8(q, s, o, x.dtype), b)
+        return F.linear(x, dequantize_q8(unpack_q4(q) if four else q, s, o, x.dtype), b)
     xs = xs.contiguous()
     y = torch.empty(M, N, dtype=x.dtype)                                  # (M, N)
-    if M: fn.q8(xs.data_ptr(), q.data_ptr(), s.data_ptr(), o.data_ptr(), y.data_ptr(), M, N, K,
-                G, torch.get_num_threads())
+    if M: (fn.q4 if four else fn.q8)(xs.data_ptr(), q.data_ptr(), s.data_ptr(), o.data_ptr(),
+                                     y.data_ptr(), M, N, K, G, torch.get_num_threads())
     if b is not None: y += b
     return y.reshape(*x.shape[:-1], N)
 
@@ -429,6 +519,11 @@ def exact_int8_on() -> bool:
     (`int8_copy`; `FLASHSPEC_EXACT_INT8=0`: not)."""
     return os.environ.get("FLASHSPEC_EXACT_INT8", "1") != "0"
 
+def exact_int4_on() -> bool:
+    """Whether those copies may be 4-bit where the weights allow (`int4_copy`;
+    `FLASHSPEC_EXACT_INT4=0`: int8 only)."""
+    return exact_int8_on() and os.environ.get("FLASHSPEC_EXACT_INT4", "1") != "0"
+
 def int8_copy(l) -> tuple|None:
     """`(q (N, K) int8, s, o (N, K // G))` for an fp32 `nn.Linear` on the CPU whose weight an int8
     grid holds bit for bit (`exact_q8`, 06_quant), else None: `rows_mm_q8` over it sums the same
@@ -442,6 +537,19 @@ def int8_copy(l) -> tuple|None:
     if held is None or held[0] != key:
         from flashspec.quant import exact_q8  # 06_quant, which imports this module
         held = l.__dict__["_flashspec_int8"] = (key, exact_q8(w))
+    return held[1]
+
+def int4_copy(l) -> tuple|None:
+    """`(q (N, K // 2) uint8, s, o)`: `int8_copy(l)` packed two weights a byte (`pack_q4`) where all
+    its weights are 0..15 in groups of a multiple of 32 (GGUF's Q4_1 blocks are), else None; kept
+    with the module while that copy stands."""
+    c = int8_copy(l) if exact_int4_on() else None
+    if c is None: return None
+    held = l.__dict__.get("_flashspec_int4")
+    if held is None or held[0] is not c:
+        q, s, o = c
+        fits = (q.shape[1] // s.shape[1]) % 32 == 0 and int(q.min()) >= 0 and int(q.max()) <= 15
+        held = l.__dict__["_flashspec_int4"] = (c, (pack_q4(q), s, o) if fits else None)
     return held[1]
 
 def _product(l) -> tuple|None:
@@ -463,19 +571,24 @@ def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
           hidden_norm=None, int8:bool=False) -> dict|None:
     """The C layer's fixed arguments for these modules (q, k, v, o; gate, up, down), or None where
     they are not ones it runs; with `hidden_norm`, a feature drafter's layer (q/k/v read 2d); with
-    `int8`, fp32 products as their exact int8 copies where every one has one (`int8_copy`)."""
+    `int8`, fp32 products as their exact 4-bit copies where every one has one (`int4_copy`), else
+    as their exact int8 copies where every one has one (`int8_copy`)."""
     norms = [norm_in, norm_post] + ([hidden_norm] if hidden_norm is not None else [])
-    prods = [_product(l) for l in att + mlp]
-    copies = []
-    for l in att + mlp if int8 else ():
-        if (c := int8_copy(l)) is None: break  # all or none (the first without one ends it)
-        copies.append(c)
-    if copies and len(copies) == len(prods): prods = copies
+    prods, bits, copied = [_product(l) for l in att + mlp], 8, False
+    for copy, b in ((int4_copy, 4), (int8_copy, 8)) if int8 else ():
+        copies = []
+        for l in att + mlp:
+            if (c := copy(l)) is None: break  # all or none (the first without one ends it)
+            copies.append(c)
+        if len(copies) == len(prods):
+            prods, bits, copied = copies, b, True
+            break
     if (any(type(x).__name__ not in LAYER_NORMS or not hasattr(x, "variance_epsilon")
             or not _fp32_cpu(x.weight) for x in norms)
             or any(p is None for p in prods)
-            # all fp32, or all int8 in groups of one size
-            or len({0 if p[1] is None else p[0].shape[1] // p[1].shape[1] for p in prods}) != 1
+            # all fp32, or all int8 (or 4-bit) in groups of one size
+            or len({0 if p[1] is None else l.in_features // p[1].shape[1]
+                    for l, p in zip(att + mlp, prods)}) != 1
             or any(l.bias is not None and not _fp32_cpu(l.bias) for l in att)
             or any(l.bias is not None for l in mlp)
             or len({x.variance_epsilon for x in norms}) != 1):
@@ -493,7 +606,7 @@ def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
     pw = [None, *prods[:4], None, *prods[4:]]  # indexed as the C layer's w
     ws = [norm_in.weight, *(p[0] for p in pw[1:5]), norm_post.weight, *(p[0] for p in pw[6:])]
     P = ctypes.c_void_p
-    G = 0 if prods[0][1] is None else prods[0][0].shape[1] // prods[0][1].shape[1]  # 0: fp32
+    G = 0 if prods[0][1] is None else q.in_features // prods[0][1].shape[1]  # 0: fp32
     qs = [None if p is None else p[1] for p in pw]
     qo = [None if p is None else p[2] for p in pw]
     keep = ws + [l.bias for l in att] + ([hidden_norm.weight] if hidden_norm is not None else [])
@@ -502,17 +615,18 @@ def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
         w=(P * 9)(*(t.data_ptr() for t in ws)),
         qs=(P * 9)(*(None if t is None else t.data_ptr() for t in qs)) if G else None,
         qo=(P * 9)(*(None if t is None else t.data_ptr() for t in qo)) if G else None, G=G,
+        bits=bits,
         b=(P * 4)(*(None if l.bias is None else l.bias.data_ptr() for l in att)),
         hn=None if hidden_norm is None else hidden_norm.weight.data_ptr(),
         keep=keep, ptrs=[None if t is None else t.data_ptr() for t in keep], # what is addressed
         # the fp32 weights int8 copies stand for, and their versions (an in-place change)
-        src=[(l.weight, l.weight._version) for l in att + mlp] if prods is copies else [],
+        src=[(l.weight, l.weight._version) for l in att + mlp] if copied else [],
         eps=float(norm_in.variance_epsilon), scale=float(scale), d=d, I=I, H=H, Hkv=Hkv, hd=hd)
 
 def layer_args(layer) -> dict|None:
     """What `llama_layer` needs of a Hugging Face decoder layer, read once: its weights' and biases'
-    addresses (the module's own tensors: fp32, their exact int8 copies where all have one, or all
-    int8 of `int8-weight`), sizes, eps and scale; None where it does not apply."""
+    addresses (the module's own tensors: fp32, their exact 4-bit or int8 copies where all have one,
+    or all int8 of `int8-weight`), sizes, eps and scale; None where it does not apply."""
     a, m = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
     att = [getattr(a, k, None) for k in ("q_proj", "k_proj", "v_proj", "o_proj")]
     mlp = [getattr(m, k, None) for k in ("gate_proj", "up_proj", "down_proj")]
@@ -607,9 +721,9 @@ def _call(fn, a, x, M, T, ins, K, V, *feature):
     "One C layer over x (M, d) in place (`feature`: a feature layer's embeddings and norm)."
     cs, sn, sl, bb, work = ins
     fn(x.data_ptr(), *feature, M, T, a["d"], a["I"], a["H"], a["Hkv"], a["hd"], a["eps"],
-       a["scale"], a["w"], a["b"], a["qs"], a["qo"], a["G"], cs.data_ptr(), sn.data_ptr(),
-       K.data_ptr(), V.data_ptr(), K.shape[2], sl.data_ptr(), bb.data_ptr(), work.data_ptr(),
-       torch.get_num_threads())
+       a["scale"], a["w"], a["b"], a["qs"], a["qo"], a["G"], a["bits"], cs.data_ptr(),
+       sn.data_ptr(), K.data_ptr(), V.data_ptr(), K.shape[2], sl.data_ptr(), bb.data_ptr(),
+       work.data_ptr(), torch.get_num_threads())
 
 def llama_layers(args:list, # `layer_args` of each layer, in order
                  x:torch.Tensor, # (B, T, d) the first layer's input

@@ -132,10 +132,10 @@ def int8_groups(wg:torch.Tensor, # (N, G, g) float weights, G groups of g
     grids has the smallest largest error (ties: the first): 16 levels over its range (`o = lo`, the
     grid of GGUF's Q4_1), 256 levels over its range, a symmetric absmax scale (`o = 0`)."""
     lo, hi = wg.amin(-1), wg.amax(-1)                                           # (N, G) each
-    s = ((hi - lo) / 255).clamp_min(1e-12)
+    s8 = ((hi - lo) / 255).clamp_min(1e-12)
     grids = [  # (s, o, q's least, q's most) with w ~= q s + o
         (((hi - lo) / 15).clamp_min(1e-12), lo, 0, 15),  # 16 levels over the range
-        (s, lo + 128 * s, -128, 127),  # 256 levels over the range
+        (s8, lo + 128 * s8, -128, 127),  # 256 levels over the range
         ((wg.abs().amax(-1) / 127).clamp_min(1e-12), torch.zeros_like(lo), -127, 127)]  # absmax
     best = None
     for s, o, a, b in grids:
