@@ -14,8 +14,8 @@ from .models import check_supported, atomic_write
 from .tree import Tree, TreeConfig, TreeBatch, compile_tree
 from .kvcache import StaticKVCache, causal_bias, forward as hf_forward
 from .kernel import (
-    exact_int4_on, exact_int8_on, fresh_args, int8_copy, layer_args, layer_kernel_on, layers_ok,
-    llama_layers, rows_kernel, rows_linear, rows_ok, rows_q8)
+    exact_int4_on, exact_int8_on, fresh_args, int8_copy, kernel_id, layer_args, layer_kernel_on,
+    layers_ok, llama_layers, rows_kernel, rows_linear, rows_ok, rows_q8)
 
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'put_rows', 'group_bias',
@@ -552,8 +552,9 @@ def cpu_id(path:str="/proc/cpuinfo") -> str:
 
 def _costs_key(target, draft, engine:str, compile:bool) -> str:
     """Which measurement a cost entry is: hardware (with `cpu_id` on a CPU), target, dtype,
-    quantization, engine (its attention and whether the product kernel is built: tables made
-    before `gqa_attention`, `rows_linear`, `llama_layers`, `int8_copy` or `int4_copy` are not read),
+    quantization, engine (its attention and the product kernel's build, `kernel_id`: tables made
+    before `gqa_attention`, `rows_linear`, `llama_layers`, `int8_copy`, `int4_copy` or another build
+    of the kernel are not read),
     draft (`rounds=2`: nor those before the feature drafter's cheaper rounds, 07b), threads."""
     from flashspec.models import hardware
     from flashspec.distill import target_fingerprint
@@ -563,7 +564,8 @@ def _costs_key(target, draft, engine:str, compile:bool) -> str:
     v = getattr(draft, "vocab", None)
     return (
         f"{hw}|{target_fingerprint(target)}|{w.dtype}|{engine}|compile={compile}"
-        f"|matmul=auto{'+rows' if rows_kernel() else ''}{'+layers' if layer_kernel_on() else ''}"
+        f"|matmul=auto{f'+rows@{kernel_id()}' if rows_kernel() else ''}"
+        f"{'+layers' if layer_kernel_on() else ''}"
         f"{'+int8copy' if exact_int8_on() else ''}{'+int4copy' if exact_int4_on() else ''}"
         f"|attn=grouped|"
         f"{type(draft).__name__}:{n}:{0 if v is None else len(v)}|rounds=2"
@@ -615,6 +617,7 @@ def tree_costs(
     max_other_load:float|None=0.5, # cores other processes may keep busy meanwhile, beyond which the
     # figures are not cached (`other_load`); None: not checked
     rounds:int=9, repeats:int=3, # `repeats` timings of every size in each of `rounds` passes
+    pairs:int=3, # a round's cost: the median over this many pairs of runs
     progress:bool=True, # a progress bar (stderr) while measuring
 ) -> dict:
     """Measured `{'verify': {N: ms}, 'round': {depth: ms}}` for `target` and `draft` here (cached,
@@ -642,12 +645,14 @@ def tree_costs(
     for d in depths:
         dr = _as_drafter(draft if d else None, TreeConfig(d, 1) if d else None, target)
         generate(target, dr, ids, 4, engine=engine, compile=compile)          # warm-up
-        a = generate(target, dr, ids, 8, engine=engine, compile=compile, eos_token_id=[])[1]
-        b = generate(target, dr, ids, 40, engine=engine, compile=compile, eos_token_id=[])[1]
-        # the difference of two runs leaves out the first round (a feature drafter takes in the
-        # whole prompt there)
-        rnd[d] = max(
-            1000 * (rest(b) - rest(a)) / max(b.target_forwards - a.target_forwards, 1), 0.0)
+        ms = []
+        for _ in range(pairs):
+            a = generate(target, dr, ids, 8, engine=engine, compile=compile, eos_token_id=[])[1]
+            b = generate(target, dr, ids, 40, engine=engine, compile=compile, eos_token_id=[])[1]
+            # the difference of two runs leaves out the first round (a feature drafter takes in
+            # the whole prompt there)
+            ms.append(1000 * (rest(b) - rest(a)) / max(b.target_forwards - a.target_forwards, 1))
+        rnd[d] = max(statistics.median(ms), 0.0)
         bar.update()
     bar.close()
     busy = max(x or 0.0 for x in busy + [check()])

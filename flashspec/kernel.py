@@ -4,31 +4,56 @@
 
 # %% ../nbs/04a_kernel.ipynb #kn000003
 from __future__ import annotations
-import ctypes, hashlib, os, shutil, subprocess, tempfile
+import ctypes, hashlib, operator, os, shutil, subprocess, tempfile
 from pathlib import Path
 import torch
 import torch.nn.functional as F
 from .models import cache_dir, cpuinfo
 
 # %% auto #0
-__all__ = ['ROWS_SRC', 'LAYER_SRC', 'KERNEL_FLAGS', 'LAYER_NORMS', 'c_compiler', 'kernel_file', 'build_kernel', 'rows_kernel',
-           'kernel_status', 'rows_ok', 'rows_linear', 'dequantize_q8', 'pack_q4', 'unpack_q4', 'rows_q8',
-           'exact_int8_on', 'exact_int4_on', 'int8_copy', 'int4_copy', 'layer_args', 'feature_layer_args',
-           'modules_changed', 'layer_args_valid', 'fresh_args', 'layer_kernel_on', 'layers_ok', 'llama_layers',
-           'feature_layer']
+__all__ = ['ROWS_SRC', 'LAYER_SRC', 'KERNEL_FLAGS', 'LAYER_NORMS', 'c_compiler', 'kernel_flags', 'kernel_file', 'build_kernel',
+           'load_kernel', 'rows_kernel', 'kernel_id', 'kernel_status', 'rows_ok', 'rows_linear', 'dequantize_q8',
+           'pack_q4', 'unpack_q4', 'rows_q8', 'exact_int8_on', 'exact_int4_on', 'int8_copy', 'int4_copy', 'layer_args',
+           'feature_layer_args', 'modules_changed', 'layer_args_valid', 'fresh_args', 'layer_kernel_on', 'layers_ok',
+           'llama_layers', 'feature_layer']
 
 # %% ../nbs/04a_kernel.ipynb #kn000006
 ROWS_SRC = r"""
 // y (M, N) = x (M, K) @ w (N, K)^T in fp32: each weight row read once for up to 8 input rows, each
 // output summed in one fixed order whatever M is (16 lanes over k, a fixed tree over the lanes, a
-// scalar tail), each output column by one thread. rows_mm_q8: the same over int8 weights,
-// rows_mm_q4 over 4-bit ones.
+// scalar tail). rows_mm_q8: the same over int8 weights, rows_mm_q4 over 4-bit ones. A few outputs
+// are computed side by side (NB): their weights and the inputs are loaded once for all of them,
+// and their sums run as independent chains; each output's own order is unchanged.
 #include <omp.h>
 #include <stddef.h>
 typedef float v16 __attribute__((vector_size(64)));
-// 16 int8 weights as floats (exact, whatever the instructions)
 #if defined(__AVX512F__)
 #include <immintrin.h>
+#if defined(KERNEL_PLAIN_LOOPS)  // for comparison: the loops before 2026-12-05's (one output at a
+                                 // time, widened by conversion; attention's sums in memory)
+#define NB(mb) 1
+#define NBF(mb) 1
+#else
+// outputs side by side for mb rows (int8 and 4-bit weights NB, fp32 NBF): mb * NB accumulators
+// within the 32 vector registers; fp32 at 7-8 rows one by one (measured no faster there)
+#define NB(mb) ((mb) <= 4 ? 4 : 2)
+#define NBF(mb) ((mb) <= 4 ? 4 : (mb) <= 6 ? 2 : 1)
+// 4-bit weights (0..15) of a group with scale s and offset o: its 16 values j * s + o (the same
+// fused multiply-add as int8's q * s + o), then 32 weights from 16 bytes, byte j holding weight j
+// (low) and j + 16 (high), each picked from the table (vpermps reads an index's low 4 bits)
+#define Q4_TABLE
+typedef __m512 q4grp;
+static inline q4grp q4_group(float s, float o) {
+    const __m512 j = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    return _mm512_fmadd_ps(j, _mm512_set1_ps(s), _mm512_set1_ps(o));
+}
+static inline void q4_widen(const unsigned char* p, q4grp t, v16* lo, v16* hi) {
+    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)p));
+    __m512 l = _mm512_permutexvar_ps(b, t), h = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), t);
+    __builtin_memcpy(lo, &l, 64); __builtin_memcpy(hi, &h, 64);
+}
+#endif
+// 16 int8 weights as floats (exact, whatever the instructions)
 static inline v16 widen(const signed char* p) {
     __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)));
     v16 v; __builtin_memcpy(&v, &f, 64); return v;
@@ -40,7 +65,11 @@ static inline void widen4(const unsigned char* p, v16* lo, v16* hi) {
     __m512 h = _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));
     __builtin_memcpy(lo, &l, 64); __builtin_memcpy(hi, &h, 64);
 }
-#elif defined(__AVX2__)
+#else
+// 16 vector registers: one output at a time
+#define NB(mb) 1
+#define NBF(mb) 1
+#if defined(__AVX2__)
 #include <immintrin.h>
 static inline v16 widen(const signed char* p) {
     __m128i c = _mm_loadu_si128((const __m128i*)p);
@@ -67,6 +96,14 @@ static inline void widen4(const unsigned char* p, v16* lo, v16* hi) {
     for (int i = 0; i < 16; i++) { (*lo)[i] = (float)(p[i] & 15); (*hi)[i] = (float)(p[i] >> 4); }
 }
 #endif
+#endif
+#if !defined(Q4_TABLE)  // each weight widened, then q * s + o
+typedef struct { float s, o; } q4grp;
+static inline q4grp q4_group(float s, float o) { q4grp g = {s, o}; return g; }
+static inline void q4_widen(const unsigned char* p, q4grp t, v16* lo, v16* hi) {
+    widen4(p, lo, hi); *lo = *lo * t.s + t.o; *hi = *hi * t.s + t.o;
+}
+#endif
 static inline float lanes_sum(v16 a) {
     float s8[8], s4[4], s2[2];
     for (int i = 0; i < 8; i++) s8[i] = a[i] + a[i + 8];
@@ -74,132 +111,112 @@ static inline float lanes_sum(v16 a) {
     for (int i = 0; i < 2; i++) s2[i] = s4[i] + s4[i + 2];
     return s2[0] + s2[1];
 }
-static inline __attribute__((always_inline)) void block(
-        const float* x, const float* w, float* y, const int mb, int n0, int n1, int N, int K) {
-    for (int n = n0; n < n1; n++) {
-        const float* wr = w + (size_t)n * K;
-        v16 acc[8];
-        for (int m = 0; m < mb; m++) acc[m] = (v16){0};
-        int k = 0;
-        for (; k + 16 <= K; k += 16) {
+// a product's weight: fp32 rows w (N, K), or int8 q (N, K) / packed 4-bit q (N, K / 2) with a
+// scale s and offset o (N, K / G) per G inputs (each weight q * s + o)
+typedef struct { const float* w; const void* q; const float* s; const float* o; int G; } wts;
+// outputs n .. n + nb - 1 for rows 0 .. mb - 1: acc[m][j] sums x[m] * w[n + j] over k in 16
+// lanes, in order
+#define ACC_INIT v16 acc[8][4]; \
+    for (int m = 0; m < mb; m++) for (int j = 0; j < nb; j++) acc[m][j] = (v16){0};
+#define ACC_ADD(wv, off) for (int m = 0; m < mb; m++) { \
+        v16 xv; __builtin_memcpy(&xv, x + (size_t)m * K + k + (off), 64); \
+        for (int j = 0; j < nb; j++) acc[m][j] += wv[j] * xv; }
+static inline __attribute__((always_inline)) void fblock(
+        const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K) {
+    ACC_INIT
+    int k = 0;
+    for (; k + 16 <= K; k += 16) {
+        v16 wv[4];
+        for (int j = 0; j < nb; j++) {
+            const float* wr = W.w + (size_t)(n + j) * K;
             // 8 rows are arithmetic enough to leave memory idle: ask for a later weight row early
             // (measured: 1.3x at 8 rows, none or worse at 1-7; a prefetch never faults)
             if (mb == 8) __builtin_prefetch(wr + (size_t)8 * K + k, 0, 0);
-            v16 wv; __builtin_memcpy(&wv, wr + k, 64);
-            for (int m = 0; m < mb; m++) {
-                v16 xv; __builtin_memcpy(&xv, x + (size_t)m * K + k, 64);
-                acc[m] += wv * xv;
-            }
+            __builtin_memcpy(&wv[j], wr + k, 64);
         }
-        for (int m = 0; m < mb; m++) {
-            float s = lanes_sum(acc[m]);
-            for (int j = k; j < K; j++) s += wr[j] * x[(size_t)m * K + j];
-            y[(size_t)m * N + n] = s;
-        }
+        ACC_ADD(wv, 0)
+    }
+    for (int m = 0; m < mb; m++) for (int j = 0; j < nb; j++) {
+        const float* wr = W.w + (size_t)(n + j) * K;
+        float s = lanes_sum(acc[m][j]);
+        for (int i = k; i < K; i++) s += wr[i] * x[(size_t)m * K + i];
+        y[(size_t)m * N + n + j] = s;
     }
 }
-#define BLOCK(c) static void block##c(const float* x, const float* w, float* y, int n0, int n1, \
-                                      int N, int K) { block(x, w, y, c, n0, n1, N, K); }
-BLOCK(1) BLOCK(2) BLOCK(3) BLOCK(4) BLOCK(5) BLOCK(6) BLOCK(7) BLOCK(8)
-typedef void (*block_fn)(const float*, const float*, float*, int, int, int, int);
-static const block_fn BLOCKS[9] = {0, block1, block2, block3, block4, block5, block6, block7,
-                                   block8};
-void rows_mm(const float* x, const float* w, float* y, int M, int N, int K, int threads) {
+static inline __attribute__((always_inline)) void q8block(
+        const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K) {
+    const int G = W.G, KG = K / G;
+    ACC_INIT
+    for (int g = 0; g < KG; g++) {
+        float sg[4], og[4];
+        for (int j = 0; j < nb; j++)
+            sg[j] = W.s[(size_t)(n + j) * KG + g], og[j] = W.o[(size_t)(n + j) * KG + g];
+        for (int k = g * G; k < (g + 1) * G; k += 16) {
+            v16 wv[4];
+            for (int j = 0; j < nb; j++)
+                wv[j] = widen((const signed char*)W.q + (size_t)(n + j) * K + k) * sg[j] + og[j];
+            ACC_ADD(wv, 0)
+        }
+    }
+    for (int m = 0; m < mb; m++) for (int j = 0; j < nb; j++)
+        y[(size_t)m * N + n + j] = lanes_sum(acc[m][j]);
+}
+static inline __attribute__((always_inline)) void q4block(
+        const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K) {
+    const int G = W.G, KG = K / G;
+    ACC_INIT
+    for (int g = 0; g < KG; g++) {
+        q4grp t[4];
+        for (int j = 0; j < nb; j++)
+            t[j] = q4_group(W.s[(size_t)(n + j) * KG + g], W.o[(size_t)(n + j) * KG + g]);
+        for (int k = g * G; k < (g + 1) * G; k += 32) {
+            v16 lo[4], hi[4];
+            for (int j = 0; j < nb; j++)
+                q4_widen((const unsigned char*)W.q + (size_t)(n + j) * (K / 2) + k / 2, t[j],
+                         &lo[j], &hi[j]);
+            ACC_ADD(lo, 0) ACC_ADD(hi, 16)
+        }
+    }
+    for (int m = 0; m < mb; m++) for (int j = 0; j < nb; j++)
+        y[(size_t)m * N + n + j] = lanes_sum(acc[m][j]);
+}
+// outputs n0 .. n1 - 1 of mb rows: NB(mb) side by side, the rest one by one
+typedef void (*span_fn)(const float*, wts, float*, int, int, int, int);
+#define SPAN(kind, mb, nb) static void kind##mb(const float* x, wts W, float* y, int n0, \
+                                                 int n1, int N, int K) { int n = n0; \
+    for (; n + (nb) <= n1; n += (nb)) kind(x, W, y, mb, nb, n, N, K); \
+    for (; n < n1; n++) kind(x, W, y, mb, 1, n, N, K); }
+#define SPANS(kind, NBK) SPAN(kind, 1, NBK(1)) SPAN(kind, 2, NBK(2)) SPAN(kind, 3, NBK(3)) \
+    SPAN(kind, 4, NBK(4)) SPAN(kind, 5, NBK(5)) SPAN(kind, 6, NBK(6)) SPAN(kind, 7, NBK(7)) \
+    SPAN(kind, 8, NBK(8)) \
+    static const span_fn kind##s[9] = {0, kind##1, kind##2, kind##3, kind##4, kind##5, kind##6, \
+                                       kind##7, kind##8};
+SPANS(fblock, NBF) SPANS(q8block, NB) SPANS(q4block, NB)
+// every row block of 8 over each thread's share of the outputs
+static void run_rows(const span_fn* spans, const float* x, wts W, float* y, int M, int N, int K,
+                     int threads) {
     #pragma omp parallel num_threads(threads)
     {
         int t = omp_get_thread_num(), T = omp_get_num_threads();
         int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
         for (int m0 = 0; m0 < M; m0 += 8)
-            BLOCKS[M - m0 < 8 ? M - m0 : 8](
-                x + (size_t)m0 * K, w, y + (size_t)m0 * N, n0, n1, N, K);
+            spans[M - m0 < 8 ? M - m0 : 8](x + (size_t)m0 * K, W, y + (size_t)m0 * N, n0, n1, N, K);
     }
 }
-// The same with int8 weights q (N, K), one fp32 scale and offset per group of G inputs, s and o
-// (N, K / G), G a multiple of 16: each weight is q * s + o in fp32 before its products.
-static inline __attribute__((always_inline)) void qblock(
-        const float* x, const signed char* q, const float* s, const float* o, float* y,
-        const int mb, int n0, int n1, int N, int K, int G) {
-    for (int n = n0; n < n1; n++) {
-        const signed char* qr = q + (size_t)n * K;
-        const float* sr = s + (size_t)n * (K / G), * orow = o + (size_t)n * (K / G);
-        v16 acc[8];
-        for (int m = 0; m < mb; m++) acc[m] = (v16){0};
-        for (int g = 0; g < K / G; g++) {
-            const float sg = sr[g], og = orow[g];
-            for (int k = g * G; k < (g + 1) * G; k += 16) {
-                v16 wv = widen(qr + k) * sg + og;
-                for (int m = 0; m < mb; m++) {
-                    v16 xv; __builtin_memcpy(&xv, x + (size_t)m * K + k, 64);
-                    acc[m] += wv * xv;
-                }
-            }
-        }
-        for (int m = 0; m < mb; m++) y[(size_t)m * N + n] = lanes_sum(acc[m]);
-    }
+void rows_mm(const float* x, const float* w, float* y, int M, int N, int K, int threads) {
+    wts W = {w, 0, 0, 0, 0}; run_rows(fblocks, x, W, y, M, N, K, threads);
 }
-#define QBLOCK(c) static void qblock##c(const float* x, const signed char* q, const float* s, \
-    const float* o, float* y, int n0, int n1, int N, int K, int G) \
-    { qblock(x, q, s, o, y, c, n0, n1, N, K, G); }
-QBLOCK(1) QBLOCK(2) QBLOCK(3) QBLOCK(4) QBLOCK(5) QBLOCK(6) QBLOCK(7) QBLOCK(8)
-typedef void (*qblock_fn)(const float*, const signed char*, const float*, const float*, float*,
-                          int, int, int, int, int);
-static const qblock_fn QBLOCKS[9] = {0, qblock1, qblock2, qblock3, qblock4, qblock5, qblock6,
-                                     qblock7, qblock8};
+// int8 weights q (N, K), one fp32 scale and offset per group of G inputs, s and o (N, K / G), G a
+// multiple of 16: each weight is q * s + o in fp32 before its products
 void rows_mm_q8(const float* x, const signed char* q, const float* s, const float* o, float* y,
                 int M, int N, int K, int G, int threads) {
-    #pragma omp parallel num_threads(threads)
-    {
-        int t = omp_get_thread_num(), T = omp_get_num_threads();
-        int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
-        for (int m0 = 0; m0 < M; m0 += 8)
-            QBLOCKS[M - m0 < 8 ? M - m0 : 8](
-                x + (size_t)m0 * K, q, s, o, y + (size_t)m0 * N, n0, n1, N, K, G);
-    }
+    wts W = {0, q, s, o, G}; run_rows(q8blocks, x, W, y, M, N, K, threads);
 }
-// The same with 4-bit weights (0..15) packed two a byte, per 32 inputs 16 bytes (widen4), q (N,
-// K / 2), G a multiple of 32: the same weights q * s + o, the same products in the same order.
-static inline __attribute__((always_inline)) void q4block(
-        const float* x, const unsigned char* q, const float* s, const float* o, float* y,
-        const int mb, int n0, int n1, int N, int K, int G) {
-    for (int n = n0; n < n1; n++) {
-        const unsigned char* qr = q + (size_t)n * (K / 2);
-        const float* sr = s + (size_t)n * (K / G), * orow = o + (size_t)n * (K / G);
-        v16 acc[8];
-        for (int m = 0; m < mb; m++) acc[m] = (v16){0};
-        for (int g = 0; g < K / G; g++) {
-            const float sg = sr[g], og = orow[g];
-            for (int k = g * G; k < (g + 1) * G; k += 32) {
-                v16 lo, hi; widen4(qr + k / 2, &lo, &hi);
-                lo = lo * sg + og; hi = hi * sg + og;
-                for (int m = 0; m < mb; m++) {
-                    v16 xv; __builtin_memcpy(&xv, x + (size_t)m * K + k, 64);
-                    acc[m] += lo * xv;
-                    __builtin_memcpy(&xv, x + (size_t)m * K + k + 16, 64);
-                    acc[m] += hi * xv;
-                }
-            }
-        }
-        for (int m = 0; m < mb; m++) y[(size_t)m * N + n] = lanes_sum(acc[m]);
-    }
-}
-#define Q4BLOCK(c) static void q4block##c(const float* x, const unsigned char* q, const float* s, \
-    const float* o, float* y, int n0, int n1, int N, int K, int G) \
-    { q4block(x, q, s, o, y, c, n0, n1, N, K, G); }
-Q4BLOCK(1) Q4BLOCK(2) Q4BLOCK(3) Q4BLOCK(4) Q4BLOCK(5) Q4BLOCK(6) Q4BLOCK(7) Q4BLOCK(8)
-typedef void (*q4block_fn)(const float*, const unsigned char*, const float*, const float*, float*,
-                           int, int, int, int, int);
-static const q4block_fn Q4BLOCKS[9] = {0, q4block1, q4block2, q4block3, q4block4, q4block5,
-                                       q4block6, q4block7, q4block8};
+// 4-bit weights (0..15) packed two a byte, per 32 inputs 16 bytes, q (N, K / 2), G a multiple
+// of 32: the same weights q * s + o, the same products in the same order
 void rows_mm_q4(const float* x, const unsigned char* q, const float* s, const float* o, float* y,
                 int M, int N, int K, int G, int threads) {
-    #pragma omp parallel num_threads(threads)
-    {
-        int t = omp_get_thread_num(), T = omp_get_num_threads();
-        int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
-        for (int m0 = 0; m0 < M; m0 += 8)
-            Q4BLOCKS[M - m0 < 8 ? M - m0 : 8](
-                x + (size_t)m0 * K, q, s, o, y + (size_t)m0 * N, n0, n1, N, K, G);
-    }
+    wts W = {0, q, s, o, G}; run_rows(q4blocks, x, W, y, M, N, K, threads);
 }
 """
 
@@ -253,6 +270,24 @@ static inline float dot_hd(const float* a, const float* b, int hd) {
     for (; k < hd; k++) s += a[k] * b[k];
     return s;
 }
+// a (row, head)'s softmax weights p_j = exp(s_j - mx) over the slots its bias row br leaves open:
+// their sum, and out = sum of p_j v_j (in slot order; head size 16 nv, the sums in registers)
+static inline __attribute__((always_inline)) float weigh(
+        const float* V, const float* s, const float* br, float mx, int S, const int nv,
+        float* out) {
+    v16 acc[8]; float l = 0.0f;
+    for (int i = 0; i < nv; i++) acc[i] = (v16){0};
+    for (int j = 0; j < S; j++) {
+        if (br[j] < -1e37f) continue;
+        const float p = expf(s[j] - mx); l += p;
+        const float* vr = V + (size_t)j * 16 * nv;
+        for (int i = 0; i < nv; i++) {
+            v16 vv; __builtin_memcpy(&vv, vr + 16 * i, 64); acc[i] += p * vv;
+        }
+    }
+    __builtin_memcpy(out, acc, (size_t)nv * 64);
+    return l;
+}
 // attention of each (row, head) over the slots its bias row leaves open, in slot order
 static void attend(const float* q, const float* kc, const float* vc, const float* bias,
                    float* o, float* sc, int M, int T, int H, int Hkv, int hd, int S, float scale,
@@ -275,7 +310,13 @@ static void attend(const float* q, const float* kc, const float* vc, const float
             float* out = o + ((size_t)m * H + h) * hd;
             for (int i = 0; i < hd; i++) out[i] = 0.0f;
             if (mx == -INFINITY) continue;  // nothing to attend (a padding row): zeros
+            // the same sums, kept in registers over the slots where the head size allows
             float l = 0.0f;
+#if !defined(KERNEL_PLAIN_LOOPS)
+            if (hd == 64) l = weigh(V, s, br, mx, S, 4, out);
+            else if (hd == 128) l = weigh(V, s, br, mx, S, 8, out);
+            else
+#endif
             for (int j = 0; j < S; j++) {
                 if (br[j] < -1e37f) continue;
                 const float p = expf(s[j] - mx); l += p;
@@ -369,15 +410,19 @@ def c_compiler() -> str|None:
     "The C compiler used: `$CC`, else `cc`, else `gcc` on the PATH; None if there is none."
     return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
 
+def kernel_flags() -> tuple:
+    "`KERNEL_FLAGS` and any more in `$FLASHSPEC_KERNEL_CFLAGS` (split at spaces)."
+    return (*KERNEL_FLAGS, *os.environ.get("FLASHSPEC_KERNEL_CFLAGS", "").split())
+
 def kernel_file(cc:str) -> Path:
-    """Where the kernel built by `cc` lives: one file per source, compiler version and CPU
-    flags."""
+    """Where the kernel built by `cc` lives: one file per source, compiler options and version,
+    and CPU flags."""
     try: version = subprocess.run([cc, "--version"], capture_output=True, text=True,
                                   timeout=30).stdout
     except (OSError, subprocess.SubprocessError): version = ""
     flags = cpuinfo().get("flags", "")
     digest = hashlib.sha256(
-        "\n".join((ROWS_SRC + LAYER_SRC, " ".join(KERNEL_FLAGS), version, flags)).encode()
+        "\n".join((ROWS_SRC + LAYER_SRC, " ".join(kernel_flags()), version, flags)).encode()
     ).hexdigest()
     return cache_dir()/"kernels"/f"rows-{digest[:16]}.so"
 
@@ -399,6 +444,24 @@ def build_kernel(cc:str, out:Path,
     return None
 
 # %% ../nbs/04a_kernel.ipynb #kn000009
+def load_kernel(path:Path): # a library `build_kernel` wrote
+    """Its `rows_mm` as a ctypes function, with `rows_mm_q8` as `.q8`, `rows_mm_q4` as `.q4`,
+    `llama_layer` as `.layer` and `feature_layer` as `.feature` (raises `OSError` if it does not
+    load)."""
+    lib = ctypes.CDLL(str(path))
+    fn, fn.q8, fn.q4 = lib.rows_mm, lib.rows_mm_q8, lib.rows_mm_q4
+    fn.layer, fn.feature = lib.llama_layer, lib.feature_layer
+    fn.restype, fn.argtypes = None, [ctypes.c_void_p] * 3 + [ctypes.c_int] * 4
+    for f in (fn.q8, fn.q4):
+        f.restype, f.argtypes = None, [ctypes.c_void_p] * 5 + [ctypes.c_int] * 5
+    P, I = ctypes.c_void_p, ctypes.c_int
+    fn.layer.restype = None
+    fn.layer.argtypes = ([P] + [I] * 7 + [ctypes.c_float] * 2 + [P] * 4 + [I] * 2 + [P] * 4
+                         + [I] + [P] * 3 + [I])
+    fn.feature.restype = None
+    fn.feature.argtypes = [P] * 3 + fn.layer.argtypes[1:]
+    return fn
+
 def rows_kernel(refresh:bool=False): # look again (after changing `$CC` or `FLASHSPEC_KERNEL`)
     """The compiled `rows_mm` (a ctypes function; its library's `rows_mm_q8` is its `.q8`,
     `rows_mm_q4` its `.q4`, `llama_layer` its `.layer`, `feature_layer` its `.feature`), built on
@@ -411,24 +474,18 @@ def rows_kernel(refresh:bool=False): # look again (after changing `$CC` or `FLAS
     elif cc is None: _KERNEL["status"] = "no C compiler found ($CC, cc, gcc)"
     else:
         path = kernel_file(cc)
-        err = None if path.exists() else build_kernel(cc, path)
-        try: lib = None if err else ctypes.CDLL(str(path))
+        err = None if path.exists() else build_kernel(cc, path, kernel_flags())
+        fn = None
+        try: fn = None if err else load_kernel(path)
         except OSError as e: err = f"{path} does not load: {e}"
         if err: _KERNEL["status"] = f"the build with {cc} failed: {err}"
-        else:
-            fn, fn.q8, fn.q4 = lib.rows_mm, lib.rows_mm_q8, lib.rows_mm_q4
-            fn.layer, fn.feature = lib.llama_layer, lib.feature_layer
-            fn.restype, fn.argtypes = None, [ctypes.c_void_p] * 3 + [ctypes.c_int] * 4
-            for f in (fn.q8, fn.q4):
-                f.restype, f.argtypes = None, [ctypes.c_void_p] * 5 + [ctypes.c_int] * 5
-            P, I = ctypes.c_void_p, ctypes.c_int
-            fn.layer.restype = None
-            fn.layer.argtypes = ([P] + [I] * 7 + [ctypes.c_float] * 2 + [P] * 4 + [I] * 2 + [P] * 4
-                                 + [I] + [P] * 3 + [I])
-            fn.feature.restype = None
-            fn.feature.argtypes = [P] * 3 + fn.layer.argtypes[1:]
-            _KERNEL.update(fn=fn, status=f"built with {cc}: {path}")
+        else: _KERNEL.update(fn=fn, path=path, status=f"built with {cc}: {path}")
     return _KERNEL["fn"]
+
+def kernel_id() -> str|None:
+    """The loaded kernel's build (its file's digest of source, options, compiler and CPU), or None
+    where none is loaded."""
+    return _KERNEL["path"].stem.split("-")[-1] if rows_kernel() is not None else None
 
 def kernel_status() -> str:
     "Whether the kernel is in use, and why not where it is not."
@@ -610,7 +667,7 @@ def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
     qs = [None if p is None else p[1] for p in pw]
     qo = [None if p is None else p[2] for p in pw]
     keep = ws + [l.bias for l in att] + ([hidden_norm.weight] if hidden_norm is not None else [])
-    keep += [t for t in qs + qo if t is not None]
+    keep = tuple(t for t in keep + qs + qo if t is not None)
     return dict(
         w=(P * 9)(*(t.data_ptr() for t in ws)),
         qs=(P * 9)(*(None if t is None else t.data_ptr() for t in qs)) if G else None,
@@ -618,9 +675,10 @@ def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
         bits=bits,
         b=(P * 4)(*(None if l.bias is None else l.bias.data_ptr() for l in att)),
         hn=None if hidden_norm is None else hidden_norm.weight.data_ptr(),
-        keep=keep, ptrs=[None if t is None else t.data_ptr() for t in keep], # what is addressed
+        keep=keep, ptrs=tuple(t.data_ptr() for t in keep), # what is addressed
         # the fp32 weights int8 copies stand for, and their versions (an in-place change)
-        src=[(l.weight, l.weight._version) for l in att + mlp] if copied else [],
+        src=tuple(l.weight for l in att + mlp) if copied else (),
+        versions=tuple(l.weight._version for l in att + mlp) if copied else (),
         eps=float(norm_in.variance_epsilon), scale=float(scale), d=d, I=I, H=H, Hkv=Hkv, hd=hd)
 
 def layer_args(layer) -> dict|None:
@@ -657,22 +715,31 @@ def modules_changed() -> int:
     before a move may describe layers that are gone."""
     return _CHANGED[0]
 
+_PTR, _VERSION = torch.Tensor.data_ptr, operator.attrgetter("_version")
+def _flat(args:list) -> tuple:
+    "All layers' addressed tensors, their addresses, the weights copies stand for, their versions."
+    return tuple(tuple(x for a in args for x in a[k]) for k in ("keep", "ptrs", "src", "versions"))
+
+def _still(flat:tuple) -> bool:  # (read by `map`: this runs before every forward)
+    keep, ptrs, src, versions = flat
+    return tuple(map(_PTR, keep)) == ptrs and tuple(map(_VERSION, src)) == versions
+
 def layer_args_valid(args:list) -> bool:
     """Whether the tensors `layer_args` addressed still hold their storage (`.to()` or `.data =`
     moves it; an in-place copy, as `load_state_dict` does, does not), and the fp32 weights that int8
     copies stand for their version (an in-place copy moves that)."""
-    return all(t is None or t.data_ptr() == p for a in args for t, p in zip(a["keep"], a["ptrs"])
-               ) and all(w._version == v for a in args for w, v in a["src"])
+    return _still(_flat(args))
 
 def fresh_args(held:tuple|None, # what this returned last time, or None
                read, # `read()`: the args anew (a list of `layer_args`, or False where not run)
               ) -> tuple:
     """`held` while it still describes the modules (no module changed anywhere, every addressed
-    tensor kept its storage), else `(read(), modules_changed())`."""
+    tensor kept its storage: `layer_args_valid`), else `(read(), modules_changed(), ...)`."""
     if (held is not None and held[1] == modules_changed()
-            and (not held[0] or layer_args_valid(held[0]))):
+            and (not held[0] or _still(held[2]))):
         return held
-    return read(), modules_changed()
+    args = read()
+    return args, modules_changed(), _flat(args) if args else None
 
 def layer_kernel_on() -> bool:
     """Whether the engine may run its layers through `llama_layers` (`FLASHSPEC_LAYER_KERNEL=0`:
