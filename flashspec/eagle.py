@@ -17,7 +17,7 @@ from .decode import Drafter, TreeDrafter
 from .engine import Products
 from .kernel import (
     feature_layer, feature_layer_args, fresh_args, layer_kernel_on, rows_kernel)
-from .kernel import dequantize_q8, rows_q8
+from .kernel import dequantize_q8, draft_int8_copy, draft_int8_on, rows_q8
 from .quant import INT8_GROUP, int8_groups
 
 # %% auto #0
@@ -287,37 +287,43 @@ class FeatureDraft(nn.Module):
             self.__dict__["_head_q8"] = held = (key, q8)
         return held[1]
 
-    def lin(self, layer, x):
+    def lin(self, layer, x,
+            copies:bool=False): # a decoding round's few rows: the layer's int8 copy, where made
         """`layer(x)`, a linear layer or a weight (as `F.linear`): without gradients, in the
-        engine's fastest product form."""
+        engine's fastest product form; with `copies`, for at most 32 rows, through the layer's int8
+        copy (`draft_int8_copy`, as the C layer reads it) where it has one."""
         if torch.is_grad_enabled():
             return F.linear(x, layer) if isinstance(layer, torch.Tensor) else layer(x)
+        if (copies and isinstance(layer, nn.Linear) and x.numel() <= 32 * x.shape[-1]
+                and (c := draft_int8_copy(layer)) is not None):
+            return rows_q8(x, *c, layer.bias)
         if "_products" not in self.__dict__:
             self.__dict__["_products"] = Products(self, extra=("head_w",))
         return self.__dict__["_products"](x.numel() // x.shape[-1])(layer, x)
 
-    def qkv(self, g, tokens, positions):
+    def qkv(self, g, tokens, positions, copies:bool=False): # `copies`: as `lin`
         """Queries (B, H, T, hd), keys and values (B, Hkv, T, hd) of entries pairing hidden `g` (B,
         T, d) with `tokens` (B, T)."""
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
         B, T, _ = g.shape
         # (B, T, 2d)
         x = torch.cat([self.input_layernorm(self.embed(tokens)), self.hidden_norm(g)], -1)
-        q = self.lin(self.q_proj, x).view(B, T, self.H, self.hd).transpose(1, 2)
-        k = self.lin(self.k_proj, x).view(B, T, self.Hkv, self.hd).transpose(1, 2)
-        v = self.lin(self.v_proj, x).view(B, T, self.Hkv, self.hd).transpose(1, 2)
+        lin = lambda l: self.lin(l, x, copies)
+        q = lin(self.q_proj).view(B, T, self.H, self.hd).transpose(1, 2)
+        k = lin(self.k_proj).view(B, T, self.Hkv, self.hd).transpose(1, 2)
+        v = lin(self.v_proj).view(B, T, self.Hkv, self.hd).transpose(1, 2)
         cos, sin = self.target_parts["rotary"](v, positions)
         q, k = apply_rotary_pos_emb(q, k, cos, sin)
         return q, k, v
 
-    def finish(self, g, attn):
+    def finish(self, g, attn, copies:bool=False): # `copies`: as `lin`
         """The rest of the layer: `g` (B, T, d) is the residual, `attn` (B, H, T, hd) the attention
         output; returns `out` (B, T, d)."""
         B, _, T, _ = attn.shape
-        h = g + self.lin(self.o_proj, attn.transpose(1, 2).reshape(B, T, -1))
+        lin = lambda l, x: self.lin(l, x, copies)
+        h = g + lin(self.o_proj, attn.transpose(1, 2).reshape(B, T, -1))
         n = self.post_attention_layernorm(h)
-        return h + self.lin(
-            self.down_proj, F.silu(self.lin(self.gate_proj, n)) * self.lin(self.up_proj, n))
+        return h + lin(self.down_proj, F.silu(lin(self.gate_proj, n)) * lin(self.up_proj, n))
 
 # %% ../nbs/07b_eagle.ipynb #9f3c6e0c
 def ttt_forward(fd:FeatureDraft, feats:torch.Tensor, # (B, L, F) target features, F = 3d
@@ -505,6 +511,8 @@ class FeatureDrafter(TreeDrafter):
         super().__init__(tree, None if len(fd.vocab) == fd.V else fd.vocab, fd.V, min_prob)
         self.fd, self.feature_layers = fd, fd.layers
         self._c_held = None  # `feature_layer_args` of the network (`fresh_args`)
+        # its rounds' products through int8 copies (`draft_int8_copy`; the C layer's alike)
+        self.copies = draft_int8_on()
 
     def _c_args(self, rows:int) -> dict|None:
         """The network's `feature_layer_args` where `rows` rows run its layer in C (fp32 on the
@@ -558,7 +566,7 @@ class FeatureDrafter(TreeDrafter):
             # each attending the committed entries up to itself; the last one's output is the
             # root's producer
             if m:
-                g = fd.lin(fd.fc, hidden[None].to(dev, fd.head_w.dtype))              # (1, m, d)
+                g = fd.lin(fd.fc, hidden[None].to(dev, fd.head_w.dtype), self.copies)  # (1, m, d)
                 toks = context[self.n + 1:self.n + 1 + m][None]
                 pos = torch.arange(self.n, self.n + m)[None]
                 self.n, self._last = n - 1, (g[:, -1:], toks[:, -1:], pos[:, -1:])
@@ -571,10 +579,10 @@ class FeatureDrafter(TreeDrafter):
         elif m:
             self._last = None
             p0 = self.n
-            g = fd.lin(fd.fc, hidden[None].to(dev, fd.head_w.dtype))                  # (1, m, d)
+            g = fd.lin(fd.fc, hidden[None].to(dev, fd.head_w.dtype), self.copies)
             pos = torch.arange(p0, p0 + m, device=dev)[None]
             # entry p pairs feature p with token p + 1
-            q, k, v = fd.qkv(g, context[p0 + 1:p0 + 1 + m][None].to(dev), pos)
+            q, k, v = fd.qkv(g, context[p0 + 1:p0 + 1 + m][None].to(dev), pos, self.copies)
             self.K[:, :, p0:p0 + m], self.Vc[:, :, p0:p0 + m] = k, v
             self.n = n - 1
             self._g_last, self._q_last = g[:, -1:], q[:, :, -1:]
@@ -582,7 +590,7 @@ class FeatureDrafter(TreeDrafter):
             bias = torch.zeros(1, 1, 1, self.S, dtype=self.K.dtype, device=dev)
             bias[..., self.n:] = torch.finfo(self.K.dtype).min  # the committed entries
             # the root's producer: (1, 1, d)
-            self._out = {0: fd.finish(self._g_last, self._attend(self._q_last, bias))}
+            self._out = {0: fd.finish(self._g_last, self._attend(self._q_last, bias), self.copies)}
         self._bias = None  # the tree's, built at the first `node_logits` (none below depth 1)
         return fd.logits(self._out[0])[0, 0]
 
@@ -610,9 +618,10 @@ class FeatureDrafter(TreeDrafter):
         if c is not None:
             out = self._layer(c, g, toks[idx][None], pos, slots, self.round_bias()[:, :, idx])
         else:
-            q, k, v = fd.qkv(g, toks[idx][None].to(dev), pos)
+            q, k, v = fd.qkv(g, toks[idx][None].to(dev), pos, self.copies)
             self.K[:, :, slots], self.Vc[:, :, slots] = k, v
-            out = fd.finish(g, self._attend(q, self.round_bias()[:, :, idx]))      # (1, T, d)
+            # (1, T, d)
+            out = fd.finish(g, self._attend(q, self.round_bias()[:, :, idx]), self.copies)
         for j, i in enumerate(nodes): self._out[i] = out[:, j:j + 1]
         return fd.logits(out)[0]
 

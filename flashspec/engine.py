@@ -14,8 +14,8 @@ from .models import check_supported, atomic_write
 from .tree import Tree, TreeConfig, TreeBatch, compile_tree
 from .kvcache import StaticKVCache, causal_bias, forward as hf_forward
 from .kernel import (
-    exact_int4_on, exact_int8_on, fresh_args, int8_copy, kernel_id, layer_args, layer_kernel_on,
-    layers_ok, llama_layers, rows_kernel, rows_linear, rows_ok, rows_q8)
+    draft_int8_on, exact_int4_on, exact_int8_on, fresh_args, int8_copy, kernel_id, layer_args,
+    layer_kernel_on, layers_ok, llama_layers, rows_kernel, rows_linear, rows_ok, rows_q8)
 
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'put_rows', 'group_bias',
@@ -553,8 +553,8 @@ def cpu_id(path:str="/proc/cpuinfo") -> str:
 def _costs_key(target, draft, engine:str, compile:bool) -> str:
     """Which measurement a cost entry is: hardware (with `cpu_id` on a CPU), target, dtype,
     quantization, engine (its attention and the product kernel's build, `kernel_id`: tables made
-    before `gqa_attention`, `rows_linear`, `llama_layers`, `int8_copy`, `int4_copy` or another build
-    of the kernel are not read),
+    before `gqa_attention`, `rows_linear`, `llama_layers`, `int8_copy`, `int4_copy`,
+    `draft_int8_copy` or another build of the kernel are not read),
     draft (`rounds=2`: nor those before the feature drafter's cheaper rounds, 07b), threads."""
     from flashspec.models import hardware
     from flashspec.distill import target_fingerprint
@@ -567,6 +567,7 @@ def _costs_key(target, draft, engine:str, compile:bool) -> str:
         f"|matmul=auto{f'+rows@{kernel_id()}' if rows_kernel() else ''}"
         f"{'+layers' if layer_kernel_on() else ''}"
         f"{'+int8copy' if exact_int8_on() else ''}{'+int4copy' if exact_int4_on() else ''}"
+        f"{'+draftint8' if draft_int8_on() else ''}"
         f"|attn=grouped|"
         f"{type(draft).__name__}:{n}:{0 if v is None else len(v)}|rounds=2"
         f"|threads={torch.get_num_threads()}"

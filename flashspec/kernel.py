@@ -13,9 +13,9 @@ from .models import cache_dir, cpuinfo
 # %% auto #0
 __all__ = ['ROWS_SRC', 'LAYER_SRC', 'KERNEL_FLAGS', 'LAYER_NORMS', 'c_compiler', 'kernel_flags', 'kernel_file', 'build_kernel',
            'load_kernel', 'rows_kernel', 'kernel_id', 'kernel_status', 'rows_ok', 'rows_linear', 'dequantize_q8',
-           'pack_q4', 'unpack_q4', 'rows_q8', 'exact_int8_on', 'exact_int4_on', 'int8_copy', 'int4_copy', 'layer_args',
-           'feature_layer_args', 'modules_changed', 'layer_args_valid', 'fresh_args', 'layer_kernel_on', 'layers_ok',
-           'llama_layers', 'feature_layer']
+           'pack_q4', 'unpack_q4', 'rows_q8', 'exact_int8_on', 'exact_int4_on', 'int8_copy', 'int4_copy',
+           'draft_int8_on', 'draft_int8_copy', 'layer_args', 'feature_layer_args', 'modules_changed',
+           'layer_args_valid', 'fresh_args', 'layer_kernel_on', 'layers_ok', 'llama_layers', 'feature_layer']
 
 # %% ../nbs/04a_kernel.ipynb #kn000006
 ROWS_SRC = r"""
@@ -609,6 +609,32 @@ def int4_copy(l) -> tuple|None:
         held = l.__dict__["_flashspec_int4"] = (c, (pack_q4(q), s, o) if fits else None)
     return held[1]
 
+def draft_int8_on() -> bool:
+    """Whether a feature drafter's fp32 products may run through int8 copies (`draft_int8_copy`;
+    `FLASHSPEC_DRAFT_INT8=0`: not)."""
+    return os.environ.get("FLASHSPEC_DRAFT_INT8", "1") != "0"
+
+def draft_int8_copy(l) -> tuple|None:
+    """`(q (N, K) int8, s, o (N, K // 32))` of an fp32 `nn.Linear` on the CPU, the nearest of
+    `int8_groups`' grids, **not exact**: for a drafter, whose products only choose what is proposed
+    (the target verifies every token), so a quarter of the bytes may cost a little acceptance,
+    never a token of the output. Kept with the module while the weight keeps its storage and
+    version; None where it does not apply."""
+    w = getattr(l, "weight", None)
+    if (not draft_int8_on() or type(l) is not torch.nn.Linear or not _fp32_cpu(w)
+            or w.shape[1] % 32):
+        return None
+    try: key = (w.data_ptr(), w._version)
+    except RuntimeError: return None  # an inference-mode tensor keeps no version
+    held = l.__dict__.get("_flashspec_draft_int8")
+    if held is None or held[0] != key:
+        from flashspec.quant import int8_groups  # 06_quant, which imports this module
+        (N, K), G = w.shape, 32
+        q, s, o = int8_groups(w.detach().reshape(N, K // G, G))
+        held = l.__dict__["_flashspec_draft_int8"] = (
+            key, (q.reshape(N, K).contiguous(), s.contiguous(), o.contiguous()))
+    return held[1]
+
 def _product(l) -> tuple|None:
     """How the C layer runs a product module: `(weight, None, None)` for an fp32 `nn.Linear`, `(int8
     weight, scales, offsets)` for an `Int8WeightLinear` (06_quant), else None (PyTorch runs it)."""
@@ -625,14 +651,17 @@ def _product(l) -> tuple|None:
     return (q, l.scales, l.offsets)
 
 def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
-          hidden_norm=None, int8:bool=False) -> dict|None:
+          hidden_norm=None,
+          copies:tuple=(), # `(copy, bits)` tried in turn: the first that copies every product
+         ) -> dict|None:
     """The C layer's fixed arguments for these modules (q, k, v, o; gate, up, down), or None where
-    they are not ones it runs; with `hidden_norm`, a feature drafter's layer (q/k/v read 2d); with
-    `int8`, fp32 products as their exact 4-bit copies where every one has one (`int4_copy`), else
-    as their exact int8 copies where every one has one (`int8_copy`)."""
+    they are not ones it runs; with `hidden_norm`, a feature drafter's layer (q/k/v read 2d); fp32
+    products as the copies of the first of `copies` that has one for every product (a decoder
+    layer: exact 4-bit copies, `int4_copy`, else exact int8 ones, `int8_copy`; a drafter's layer:
+    `draft_int8_copy`)."""
     norms = [norm_in, norm_post] + ([hidden_norm] if hidden_norm is not None else [])
     prods, bits, copied = [_product(l) for l in att + mlp], 8, False
-    for copy, b in ((int4_copy, 4), (int8_copy, 8)) if int8 else ():
+    for copy, b in copies:
         copies = []
         for l in att + mlp:
             if (c := copy(l)) is None: break  # all or none (the first without one ends it)
@@ -693,15 +722,17 @@ def layer_args(layer) -> dict|None:
         return None
     return _pack(getattr(layer, "input_layernorm", None), att,
                  getattr(layer, "post_attention_layernorm", None), mlp, getattr(a, "head_dim", 0),
-                 getattr(a, "scaling", 0.0), int8=True)
+                 getattr(a, "scaling", 0.0), copies=((int4_copy, 4), (int8_copy, 8)))
 
 def feature_layer_args(net) -> dict|None:
     """What `feature_layer` needs of a feature drafter's network (a `FeatureDraft`: its one layer,
-    the embeddings' and the hidden state's norms), read once; None where it does not apply."""
+    the embeddings' and the hidden state's norms), read once: its products as int8 copies
+    (`draft_int8_copy`) unless switched off; None where it does not apply."""
     att = [net.q_proj, net.k_proj, net.v_proj, net.o_proj]
     mlp = [net.gate_proj, net.up_proj, net.down_proj]
     return _pack(net.input_layernorm, att, net.post_attention_layernorm, mlp, net.hd,
-                 net.hd ** -0.5, net.hidden_norm)  # SDPA's default scale, as the drafter attends
+                 net.hd ** -0.5, net.hidden_norm,  # SDPA's default scale, as the drafter attends
+                 copies=((draft_int8_copy, 8),))
 
 _CHANGED = [0]
 def _module_changed(*_):  # returns None: the registration itself goes ahead as it was
