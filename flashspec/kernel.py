@@ -581,20 +581,24 @@ def exact_int4_on() -> bool:
     `FLASHSPEC_EXACT_INT4=0`: int8 only)."""
     return exact_int8_on() and os.environ.get("FLASHSPEC_EXACT_INT4", "1") != "0"
 
+def _kept(l, name:str, make) -> tuple|None:
+    """`make(weight)` for an fp32 `nn.Linear` on the CPU, made once and kept in the module's
+    `__dict__[name]` while the weight keeps its storage and version; None for anything else."""
+    w = getattr(l, "weight", None)
+    if type(l) is not torch.nn.Linear or not _fp32_cpu(w): return None
+    try: key = (w.data_ptr(), w._version)
+    except RuntimeError: return None  # an inference-mode tensor keeps no version
+    held = l.__dict__.get(name)
+    if held is None or held[0] != key: held = l.__dict__[name] = (key, make(w))
+    return held[1]
+
 def int8_copy(l) -> tuple|None:
     """`(q (N, K) int8, s, o (N, K // G))` for an fp32 `nn.Linear` on the CPU whose weight an int8
     grid holds bit for bit (`exact_q8`, 06_quant), else None: `rows_mm_q8` over it sums the same
     products in the same order as `rows_mm` over the weight, reading about a third of the bytes.
     Made once, kept with the module while the weight keeps its storage and version."""
-    w = getattr(l, "weight", None)
-    if not exact_int8_on() or type(l) is not torch.nn.Linear or not _fp32_cpu(w): return None
-    try: key = (w.data_ptr(), w._version)
-    except RuntimeError: return None  # an inference-mode tensor keeps no version
-    held = l.__dict__.get("_flashspec_int8")
-    if held is None or held[0] != key:
-        from flashspec.quant import exact_q8  # 06_quant, which imports this module
-        held = l.__dict__["_flashspec_int8"] = (key, exact_q8(w))
-    return held[1]
+    from flashspec.quant import exact_q8  # 06_quant, which imports this module
+    return _kept(l, "_flashspec_int8", exact_q8) if exact_int8_on() else None
 
 def int4_copy(l) -> tuple|None:
     """`(q (N, K // 2) uint8, s, o)`: `int8_copy(l)` packed two weights a byte (`pack_q4`) where all
@@ -621,19 +625,15 @@ def draft_int8_copy(l) -> tuple|None:
     never a token of the output. Kept with the module while the weight keeps its storage and
     version; None where it does not apply."""
     w = getattr(l, "weight", None)
-    if (not draft_int8_on() or type(l) is not torch.nn.Linear or not _fp32_cpu(w)
-            or w.shape[1] % 32):
-        return None
-    try: key = (w.data_ptr(), w._version)
-    except RuntimeError: return None  # an inference-mode tensor keeps no version
-    held = l.__dict__.get("_flashspec_draft_int8")
-    if held is None or held[0] != key:
-        from flashspec.quant import int8_groups  # 06_quant, which imports this module
-        (N, K), G = w.shape, 32
-        q, s, o = int8_groups(w.detach().reshape(N, K // G, G))
-        held = l.__dict__["_flashspec_draft_int8"] = (
-            key, (q.reshape(N, K).contiguous(), s.contiguous(), o.contiguous()))
-    return held[1]
+    if not draft_int8_on() or w is None or w.dim() != 2 or w.shape[1] % 32: return None
+    return _kept(l, "_flashspec_draft_int8", _nearest_q8)
+
+def _nearest_q8(w:torch.Tensor) -> tuple: # (N, K) fp32, K a multiple of 32
+    "`int8_groups` of `w` in groups of 32: `(q (N, K), s, o (N, K // 32))`, contiguous."
+    from flashspec.quant import int8_groups  # 06_quant, which imports this module
+    N, K = w.shape
+    q, s, o = int8_groups(w.detach().reshape(N, K // 32, 32))
+    return q.reshape(N, K).contiguous(), s.contiguous(), o.contiguous()
 
 def _product(l) -> tuple|None:
     """How the C layer runs a product module: `(weight, None, None)` for an fp32 `nn.Linear`, `(int8
