@@ -475,7 +475,6 @@ def rows_kernel(refresh:bool=False): # look again (after changing `$CC` or `FLAS
     else:
         path = kernel_file(cc)
         err = None if path.exists() else build_kernel(cc, path, kernel_flags())
-        fn = None
         try: fn = None if err else load_kernel(path)
         except OSError as e: err = f"{path} does not load: {e}"
         if err: _KERNEL["status"] = f"the build with {cc} failed: {err}"
