@@ -223,19 +223,22 @@ class NativeForward:
         "Returns `(logits (B, T or R, V), features (B, T, len(layers) * d) or None)`."
         B, T = tokens.shape
         R = T if rows is None else len(rows)
-        # chosen here, eagerly: plain strings below
-        form, head_form = self.form(B * T), self.form(B * R)
+        # for a compiled forward chosen here, eagerly: plain strings below. Run eagerly, a form is
+        # chosen where a product needs one (the C layers and the head's int8 copy need none: a
+        # first forward of each row count then measures nothing)
+        form = head_form = None
+        if run is not None and run != self.run: form, head_form = self.form(B * T), self.form(B * R)
         return (run or self.run)(
             cache, tokens, positions, slots, bias, tuple(layers), rows, form, head_form)
 
     @torch.no_grad()
-    def run(self, cache, tokens, positions, slots, bias, layers, rows, form:str, head_form:str):
+    def run(self, cache, tokens, positions, slots, bias, layers, rows,
+            form:str|None, head_form:str|None): # None: `self.form` of the rows, where needed
         """The forward itself, with the product forms given (`form` for the layers, `head_form` for
         the head; see `Products.lin`)."""
         attn = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.model.config._attn_implementation, eager_attention_forward)
         B, T = tokens.shape
-        lin, head_lin = Products.lin(form), Products.lin(head_form)
         # K/V written at one slot list for every row (T,), or at each row's own (B, T)
         if slots.dim() == 1: put = lambda buf, x: buf.index_copy_(2, slots, x)
         else: put = lambda buf, x: put_rows(buf, slots, x)
@@ -256,7 +259,9 @@ class NativeForward:
         in_c = layers_ok(c, x, cos, cache.keys, bias, self.products.max_pick)
         if in_c:  # a few rows: each layer one C call (`llama_layer`), the same maths
             x, got = llama_layers(c, x, cos, sin, cache.keys, cache.values, slots, bias, layers)
-        elif sdpa and not first: gbias = group_bias(bias, groups)
+        else:
+            lin = Products.lin(self.form(B * T) if form is None else form)
+            if sdpa and not first: gbias = group_bias(bias, groups)
         for i, layer in enumerate(() if in_c else self.layers):
             if i in layers: got[i] = x
             a, h = layer.self_attn, layer.input_layernorm(x)
@@ -286,7 +291,10 @@ class NativeForward:
         # a few rows, layers in C: the head's exact int8 copy where it has one (`int8_copy`)
         few = c is not None and h.shape[0] * h.shape[1] <= self.products.max_pick
         hq = int8_copy(self.head) if few else None
-        logits = rows_q8(h, *hq, self.head.bias) if hq else head_lin(self.head, h)
+        if hq: logits = rows_q8(h, *hq, self.head.bias)
+        else:
+            hf = self.form(h.shape[0] * h.shape[1]) if head_form is None else head_form
+            logits = Products.lin(hf)(self.head, h)
         # in `layers` order
         return logits, (torch.cat([got[l] for l in layers], -1) if layers else None)
 

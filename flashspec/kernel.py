@@ -285,13 +285,167 @@ static inline __attribute__((always_inline)) float weigh(
             v16 vv; __builtin_memcpy(&vv, vr + 16 * i, 64); acc[i] += p * vv;
         }
     }
-    __builtin_memcpy(out, acc, (size_t)nv * 64);
+    for (int i = 0; i < nv; i++) __builtin_memcpy(out + 16 * i, &acc[i], 64);  // (registers)
     return l;
 }
-// attention of each (row, head) over the slots its bias row leaves open, in slot order
+#if defined(__AVX512F__) && !defined(KERNEL_PLAIN_LOOPS)
+// the scores of 16 slots j0 .. j0 + 15 for one (row, head), each as `attend`'s loop makes it: its
+// dot product summed as dot_hd does (16 lanes over the head, then lanes_sum's tree), times scale,
+// plus its bias, in one fused multiply-add. The 16 trees run side by side, adding the same pairs.
+static inline __m512 scores16(const float* qr, const float* K, const float* br, int hd,
+                              float scale) {
+    __m512 a[16], b[8], c[4], d[2];
+    for (int j = 0; j < 16; j++) a[j] = _mm512_setzero_ps();
+    for (int k = 0; k < hd; k += 16) {
+        const __m512 qv = _mm512_loadu_ps(qr + k);
+        for (int j = 0; j < 16; j++)
+            a[j] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(K + (size_t)j * hd + k), a[j]);
+    }
+    // lane i + lane i + 8: slot 2p's eight sums in lanes 0-7 of b[p], slot 2p + 1's in 8-15
+    for (int p = 0; p < 8; p++)
+        b[p] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], 0x44),
+                             _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], 0xEE));
+    // + 4: quarter t of c[r] holds slot 4r + t's four sums
+    for (int r = 0; r < 4; r++)
+        c[r] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * r], b[2 * r + 1], 0x88),
+                             _mm512_shuffle_f32x4(b[2 * r], b[2 * r + 1], 0xDD));
+    // + 2, within quarter t: slot 8u + t in lanes 0, 1 and slot 8u + 4 + t in lanes 2, 3
+    for (int u = 0; u < 2; u++)
+        d[u] = _mm512_add_ps(_mm512_shuffle_ps(c[2 * u], c[2 * u + 1], 0x44),
+                             _mm512_shuffle_ps(c[2 * u], c[2 * u + 1], 0xEE));
+    // + 1: lane 4t + v holds slot 4v + t; back to slot order
+    const __m512 e = _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], 0x88),
+                                   _mm512_shuffle_ps(d[0], d[1], 0xDD));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_fmadd_ps(_mm512_permutexvar_ps(order, e), _mm512_set1_ps(scale),
+                           _mm512_loadu_ps(br));
+}
+// acc[r][c] += p[r][j] v_j (its 16 dims c) over slots lo .. hi - 1 in slot order, for nr (row,
+// head) pairs and CW runs of 16 dims at once
+#define CW 2
+static inline __attribute__((always_inline)) void weigh_rows(
+        const float* V, const float* const* p, int lo, int hi, int hd, const int nr,
+        __m512 (*acc)[CW]) {
+    for (int r = 0; r < nr; r++) for (int c = 0; c < CW; c++) acc[r][c] = _mm512_setzero_ps();
+    for (int j = lo; j < hi; j++) {
+        __m512 vv[CW];
+        for (int c = 0; c < CW; c++) vv[c] = _mm512_loadu_ps(V + (size_t)j * hd + 16 * c);
+        for (int r = 0; r < nr; r++) {
+            const __m512 pr = _mm512_set1_ps(p[r][j]);
+            for (int c = 0; c < CW; c++) acc[r][c] = _mm512_fmadd_ps(pr, vv[c], acc[r][c]);
+        }
+    }
+}
+// attention with the cache read once per layer, whatever the rows and heads (`attend`'s sums, in
+// its order; head sizes 64 and 128), in three steps split among the threads:
+// 1. scores: per batch row and key head, 16 slots at a time for every (row, head) reading them;
+// 2. per (row, head): the largest open score mx, then p_j = exp(s_j - mx) over the open slots in
+//    slot order and their sum l; p_j = 0 at the closed ones;
+// 3. per batch row, key head and 16 of the head's dims: the sums of p_j v_j over the slots, in slot
+//    order, for all (row, head) pairs reading that key head at once, then times 1 / l.
+// A closed slot's p = 0 adds nothing to a sum begun at +0 (its value is read: the caches start
+// zeroed, and every row's key and value are written before). sc: M H (S + 3) floats.
+static void attend_cache(const float* q, const float* kc, const float* vc, const float* bias,
+                         float* o, float* sc, int M, int T, int H, int Hkv, int hd, int S,
+                         float scale, int threads) {
+    const int B = M / T, rep = H / Hkv, nq = T * rep, nblk = (S + 15) / 16, MH = M * H;
+    float* P = sc; float* lsum = P + (size_t)MH * S;
+    int* jlo = (int*)(lsum + MH); int* jhi = jlo + MH;
+    #pragma omp parallel num_threads(threads)
+    {
+        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        const int n1 = B * Hkv * nblk;  // 1: each thread a run of blocks
+        for (int i = (int)((long)n1 * t / nt); i < (int)((long)n1 * (t + 1) / nt); i++) {
+            const int bg = i / nblk, j0 = i % nblk * 16, b = bg / Hkv, g = bg % Hkv;
+            const float* K = kc + ((size_t)b * Hkv + g) * S * hd;
+            for (int r = 0; r < nq; r++) {
+                const int m = b * T + r / rep, h = g * rep + r % rep;
+                const float* qr = q + ((size_t)m * H + h) * hd, * br = bias + (size_t)m * S;
+                float* s = P + ((size_t)m * H + h) * S;
+                if (j0 + 16 <= S) {
+                    const __mmask16 open = _mm512_cmp_ps_mask(
+                        _mm512_loadu_ps(br + j0), _mm512_set1_ps(-1e37f), _CMP_NLT_UQ);
+                    if (open) _mm512_storeu_ps(s + j0, scores16(qr, K + (size_t)j0 * hd, br + j0,
+                                                                hd, scale));
+                } else for (int j = j0; j < S; j++) {
+                    if (br[j] < -1e37f) continue;
+                    s[j] = dot_hd(qr, K + (size_t)j * hd, hd) * scale + br[j];
+                }
+            }
+        }
+        #pragma omp barrier
+        for (int task = t; task < MH; task += nt) {  // 2
+            const float* br = bias + (size_t)(task / H) * S; float* s = P + (size_t)task * S;
+            __m512 mv = _mm512_set1_ps(-INFINITY); int lo = S, hi = 0, j = 0;
+            for (; j + 16 <= S; j += 16) {  // the open slots' largest score, the first and last
+                const __mmask16 open = _mm512_cmp_ps_mask(
+                    _mm512_loadu_ps(br + j), _mm512_set1_ps(-1e37f), _CMP_NLT_UQ);
+                if (!open) continue;
+                mv = _mm512_mask_max_ps(mv, open, mv, _mm512_loadu_ps(s + j));
+                if (lo == S) lo = j + __builtin_ctz(open);
+                hi = j + 32 - __builtin_clz((unsigned)open);
+            }
+            float mx = _mm512_reduce_max_ps(mv), l = 0.0f;
+            for (; j < S; j++) {
+                if (br[j] < -1e37f) continue;
+                if (s[j] > mx) mx = s[j];
+                if (lo == S) lo = j;
+                hi = j + 1;
+            }
+            if (mx == -INFINITY) lo = S, hi = 0;  // nothing to attend (a padding row): zeros
+            for (j = 0; j < S; j++) {
+                if (j < lo || j >= hi || br[j] < -1e37f) { s[j] = 0.0f; continue; }
+                const float p = expf(s[j] - mx); s[j] = p; l += p;
+            }
+            lsum[task] = l; jlo[task] = lo; jhi[task] = hi;
+        }
+        #pragma omp barrier
+        const int nc = hd / 16 / CW, n3 = B * Hkv * nc;
+        for (int i = (int)((long)n3 * t / nt); i < (int)((long)n3 * (t + 1) / nt); i++) {  // 3
+            const int bg = i / nc, c = i % nc, b = bg / Hkv, g = bg % Hkv;
+            const float* V = vc + ((size_t)b * Hkv + g) * S * hd + 16 * CW * c;
+            for (int r0 = 0; r0 < nq; r0 += 8) {
+                const int nr = nq - r0 < 8 ? nq - r0 : 8;
+                int idx[8], lo = S, hi = 0; const float* p[8]; __m512 acc[8][CW];
+                for (int r = 0; r < nr; r++) {
+                    const int m = b * T + (r0 + r) / rep, h = g * rep + (r0 + r) % rep;
+                    idx[r] = m * H + h; p[r] = P + (size_t)idx[r] * S;
+                    if (jlo[idx[r]] < lo) lo = jlo[idx[r]];
+                    if (jhi[idx[r]] > hi) hi = jhi[idx[r]];
+                }
+                switch (nr) {  // constant counts: the sums stay in registers
+                    case 1: weigh_rows(V, p, lo, hi, hd, 1, acc); break;
+                    case 2: weigh_rows(V, p, lo, hi, hd, 2, acc); break;
+                    case 3: weigh_rows(V, p, lo, hi, hd, 3, acc); break;
+                    case 4: weigh_rows(V, p, lo, hi, hd, 4, acc); break;
+                    case 5: weigh_rows(V, p, lo, hi, hd, 5, acc); break;
+                    case 6: weigh_rows(V, p, lo, hi, hd, 6, acc); break;
+                    case 7: weigh_rows(V, p, lo, hi, hd, 7, acc); break;
+                    default: weigh_rows(V, p, lo, hi, hd, 8, acc);
+                }
+                for (int r = 0; r < nr; r++) {
+                    float* out = o + (size_t)idx[r] * hd + 16 * CW * c;
+                    const __m512 inv = _mm512_set1_ps(lsum[idx[r]] > 0.0f ? 1.0f / lsum[idx[r]]
+                                                                            : 0.0f);
+                    for (int k = 0; k < CW; k++)  // nothing open: zeros
+                        _mm512_storeu_ps(out + 16 * k, _mm512_mul_ps(acc[r][k], inv));
+                }
+            }
+        }
+    }
+}
+#endif
+// attention of each (row, head) over the slots its bias row leaves open, in slot order (head
+// sizes 64 and 128 with AVX-512: attend_cache, the same sums)
 static void attend(const float* q, const float* kc, const float* vc, const float* bias,
                    float* o, float* sc, int M, int T, int H, int Hkv, int hd, int S, float scale,
                    int threads) {
+#if defined(__AVX512F__) && !defined(KERNEL_PLAIN_LOOPS) && !defined(KERNEL_ATTEND_PER_HEAD)
+    if (hd == 64 || hd == 128) {  // (KERNEL_ATTEND_PER_HEAD: the loop below, for comparison)
+        attend_cache(q, kc, vc, bias, o, sc, M, T, H, Hkv, hd, S, scale, threads);
+        return;
+    }
+#endif
     #pragma omp parallel num_threads(threads)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -385,13 +539,13 @@ void llama_layer(float* x, int M, int T, int d, int I, int H, int Hkv, int hd, f
                  float* kc, float* vc, int S, // the layer's cache (B, Hkv, S, hd); row m: b = m / T
                  const int64_t* slots, // (M,) where each row's key and value go
                  const float* bias, // (M, S) additive attention bias per row
-                 // scratch: M * (d + 2 (H + Hkv) hd + 2 I) + threads * S floats
+                 // scratch: M * (d + 2 (H + Hkv) hd + 2 I) + max(threads S, M H (S + 3)) floats
                  float* work, int threads) {
     layer_impl(x, 0, 0, M, T, d, I, H, Hkv, hd, eps, scale, w, bs, qs, qo, G, bits, cs, sn, kc, vc,
                S, slots, bias, work, threads);
 }
 // the same for a feature drafter's layer: e (M, d) embeddings, w_hn the hidden state's norm;
-// scratch: M * (2 d + 2 (H + Hkv) hd + 2 I) + threads * S floats
+// scratch: M * (2 d + 2 (H + Hkv) hd + 2 I) + max(threads S, M H (S + 3)) floats
 void feature_layer(float* x, const float* e, const float* w_hn, int M, int T, int d, int I, int H,
                    int Hkv, int hd, float eps, float scale, const float* const* w,
                    const float* const* bs, const float* const* qs, const float* const* qo, int G,
@@ -811,7 +965,8 @@ def _inputs(a0, x, cos, sin, keys, values, slots, bias, din):
     if a.size and (a.min() < 0 or a.max() >= S): raise ValueError(f"Slots outside the cache's {S}.")
     bb = bias.expand(B, 1, T, S).reshape(M, S).float().contiguous()
     th = torch.get_num_threads()
-    work = torch.empty(M * (din + 2 * (a0["H"] + a0["Hkv"]) * hd + 2 * a0["I"]) + th * S)
+    work = torch.empty(M * (din + 2 * (a0["H"] + a0["Hkv"]) * hd + 2 * a0["I"])
+                       + max(th * S, M * a0["H"] * (S + 3)))  # attention's scores: see attend
     return cs, sn, sl, bb, work
 
 def _call(fn, a, x, M, T, ins, K, V, *feature):
