@@ -341,8 +341,8 @@ static inline __attribute__((always_inline)) void weigh_rows(
 // 1. scores: per batch row and key head, 16 slots at a time for every (row, head) reading them;
 // 2. per (row, head): the largest open score mx, then p_j = exp(s_j - mx) over the open slots in
 //    slot order and their sum l; p_j = 0 at the closed ones;
-// 3. per batch row, key head and 16 of the head's dims: the sums of p_j v_j over the slots, in slot
-//    order, for all (row, head) pairs reading that key head at once, then times 1 / l.
+// 3. per batch row, key head and 16 CW of the head's dims: the sums of p_j v_j over the slots, in
+//    slot order, for all (row, head) pairs reading that key head at once, then times 1 / l.
 // A closed slot's p = 0 adds nothing to a sum begun at +0 (its value is read: the caches start
 // zeroed, and every row's key and value are written before). sc: M H (S + 3) floats.
 static void attend_cache(const float* q, const float* kc, const float* vc, const float* bias,
