@@ -293,8 +293,8 @@ class NativeForward:
         hq = int8_copy(self.head) if few else None
         if hq: logits = rows_q8(h, *hq, self.head.bias)
         else:
-            hf = self.form(h.shape[0] * h.shape[1]) if head_form is None else head_form
-            logits = Products.lin(hf)(self.head, h)
+            hform = self.form(h.shape[0] * h.shape[1]) if head_form is None else head_form
+            logits = Products.lin(hform)(self.head, h)
         # in `layers` order
         return logits, (torch.cat([got[l] for l in layers], -1) if layers else None)
 
