@@ -320,6 +320,10 @@ static inline __m512 scores16(const float* qr, const float* K, const float* br, 
     return _mm512_fmadd_ps(_mm512_permutexvar_ps(order, e), _mm512_set1_ps(scale),
                            _mm512_loadu_ps(br));
 }
+// which of the 16 slots from br a bias row leaves open (not below -1e37, as `attend` tests)
+static inline __mmask16 open16(const float* br) {
+    return _mm512_cmp_ps_mask(_mm512_loadu_ps(br), _mm512_set1_ps(-1e37f), _CMP_NLT_UQ);
+}
 // acc[r][c] += p[r][j] v_j (its 16 dims c) over slots lo .. hi - 1 in slot order, for nr (row,
 // head) pairs and CW runs of 16 dims at once
 #define CW 2
@@ -363,10 +367,8 @@ static void attend_cache(const float* q, const float* kc, const float* vc, const
                 const float* qr = q + ((size_t)m * H + h) * hd, * br = bias + (size_t)m * S;
                 float* s = P + ((size_t)m * H + h) * S;
                 if (j0 + 16 <= S) {
-                    const __mmask16 open = _mm512_cmp_ps_mask(
-                        _mm512_loadu_ps(br + j0), _mm512_set1_ps(-1e37f), _CMP_NLT_UQ);
-                    if (open) _mm512_storeu_ps(s + j0, scores16(qr, K + (size_t)j0 * hd, br + j0,
-                                                                hd, scale));
+                    if (open16(br + j0)) _mm512_storeu_ps(
+                        s + j0, scores16(qr, K + (size_t)j0 * hd, br + j0, hd, scale));
                 } else for (int j = j0; j < S; j++) {
                     if (br[j] < -1e37f) continue;
                     s[j] = dot_hd(qr, K + (size_t)j * hd, hd) * scale + br[j];
@@ -378,8 +380,7 @@ static void attend_cache(const float* q, const float* kc, const float* vc, const
             const float* br = bias + (size_t)(task / H) * S; float* s = P + (size_t)task * S;
             __m512 mv = _mm512_set1_ps(-INFINITY); int lo = S, hi = 0, j = 0;
             for (; j + 16 <= S; j += 16) {  // the open slots' largest score, the first and last
-                const __mmask16 open = _mm512_cmp_ps_mask(
-                    _mm512_loadu_ps(br + j), _mm512_set1_ps(-1e37f), _CMP_NLT_UQ);
+                const __mmask16 open = open16(br + j);
                 if (!open) continue;
                 mv = _mm512_mask_max_ps(mv, open, mv, _mm512_loadu_ps(s + j));
                 if (lo == S) lo = j + __builtin_ctz(open);
