@@ -777,7 +777,9 @@ def generate(target, # the target causal LM
         toks = torch.zeros(ti.N, dtype=torch.long); toks[:d.tree.n_nodes] = d.tokens
         toks = toks.to(dev)
         bias, pos, slots = ti(n0)
-        logits, feats = tree_fwd(cache, toks[None], pos, slots, bias, layers)
+        # greedy: the target's token at each node (`argmax`), not its logits
+        logits, feats = tree_fwd(
+            cache, toks[None], pos, slots, bias, layers, argmax=sampling.greedy)
         t2 = time.perf_counter()
         # on the device, one copy back
         if sampling.greedy: path, bonus = greedy_accept(ti, toks, logits[0])

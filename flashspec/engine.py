@@ -14,8 +14,9 @@ from .models import check_supported, atomic_write
 from .tree import Tree, TreeConfig, TreeBatch, compile_tree
 from .kvcache import StaticKVCache, causal_bias, forward as hf_forward
 from .kernel import (
-    draft_int8_on, exact_int4_on, exact_int8_on, fresh_args, int8_copy, kernel_id, layer_args,
-    layer_kernel_on, layers_ok, llama_layers, rows_kernel, rows_linear, rows_ok, rows_q8)
+    draft_int8_on, exact_int4_on, exact_int8_on, fresh_args, head_argmax, head_argmax_on, int8_copy,
+    kernel_id, layer_args, layer_kernel_on, layers_ok, llama_layers, rows_kernel, rows_linear,
+    rows_ok, rows_q8)
 
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'put_rows', 'group_bias',
@@ -219,8 +220,12 @@ class NativeForward:
                  # (R,) positions whose logits are computed (default: all)
                  rows:torch.Tensor|None=None,
                  run=None, # the forward proper (`self.run`, or a compiled version of it)
+                 # the index of each row's largest logit instead of the logits (greedy
+                 # verification): `head_argmax` where it applies, else the logits' argmax
+                 argmax:bool=False,
                 ):
-        "Returns `(logits (B, T or R, V), features (B, T, len(layers) * d) or None)`."
+        """Returns `(logits (B, T or R, V), features (B, T, len(layers) * d) or None)`; with
+        `argmax`, `(B, T or R)` token ids in place of the logits."""
         B, T = tokens.shape
         R = T if rows is None else len(rows)
         # for a compiled forward chosen here, eagerly: plain strings below. Run eagerly, a form is
@@ -229,13 +234,14 @@ class NativeForward:
         form = head_form = None
         if run is not None and run != self.run: form, head_form = self.form(B * T), self.form(B * R)
         return (run or self.run)(
-            cache, tokens, positions, slots, bias, tuple(layers), rows, form, head_form)
+            cache, tokens, positions, slots, bias, tuple(layers), rows, form, head_form, argmax)
 
     @torch.no_grad()
     def run(self, cache, tokens, positions, slots, bias, layers, rows,
-            form:str|None, head_form:str|None): # None: `self.form` of the rows, where needed
+            form:str|None, head_form:str|None, # None: `self.form` of the rows, where needed
+            argmax:bool=False):
         """The forward itself, with the product forms given (`form` for the layers, `head_form` for
-        the head; see `Products.lin`)."""
+        the head; see `Products.lin`); with `argmax`, each row's top token id, not its logits."""
         attn = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.model.config._attn_implementation, eager_attention_forward)
         B, T = tokens.shape
@@ -291,12 +297,15 @@ class NativeForward:
         # a few rows, layers in C: the head's exact int8 copy where it has one (`int8_copy`)
         few = c is not None and h.shape[0] * h.shape[1] <= self.products.max_pick
         hq = int8_copy(self.head) if few else None
+        feats = torch.cat([got[l] for l in layers], -1) if layers else None  # in `layers` order
+        # greedy: the same ids as the logits' argmax, most logits never computed (`head_argmax`)
+        best = head_argmax(h, self.head) if argmax and hq else None
+        if best is not None: return best, feats
         if hq: logits = rows_q8(h, *hq, self.head.bias)
         else:
             hform = self.form(h.shape[0] * h.shape[1]) if head_form is None else head_form
             logits = Products.lin(hform)(self.head, h)
-        # in `layers` order
-        return logits, (torch.cat([got[l] for l in layers], -1) if layers else None)
+        return (logits.argmax(-1) if argmax else logits), feats
 
 # %% ../nbs/05a_engine.ipynb #58578614
 class TreeInputs:
@@ -350,7 +359,8 @@ class TreeInputs:
 # %% ../nbs/05a_engine.ipynb #079c21ee
 def _accept_rows(
     mask, depth, parent, valid, # (B, N, N) ancestor masks; (B, N) depths, parents, real nodes
-    tokens:torch.Tensor, logits:torch.Tensor): # (B, N) node tokens; (B, N, V) target logits
+    # (B, N) node tokens; (B, N, V) target logits, or (B, N) their argmax (a forward's `argmax`)
+    tokens:torch.Tensor, logits:torch.Tensor):
     "Each row's `(accepted path, bonus token)`, all rows in one device-to-host copy."
     order, bonus, deep = accept_tensors(mask, depth, parent, valid, tokens, logits)
     # one copy
@@ -359,7 +369,8 @@ def _accept_rows(
 
 def accept_tensors(
     mask, depth, parent, valid, # (B, N, N) ancestor masks; (B, N) depths, parents, real nodes
-    tokens:torch.Tensor, logits:torch.Tensor, # (B, N) node tokens; (B, N, V) target logits
+    # (B, N) node tokens; (B, N, V) target logits, or (B, N) their argmax (a forward's `argmax`)
+    tokens:torch.Tensor, logits:torch.Tensor,
     # (B, N) a token the target drew after each node (`sample_tokens`): sampled verification
     choice:torch.Tensor|None=None):
     """Greedy acceptance on the device, nothing copied: `(order (B, N): each accepted path's nodes
@@ -368,7 +379,8 @@ def accept_tensors(
     follow the child whose token the target drew, the first such sibling, until none is."""
     B, N = tokens.shape
     ar, rows = torch.arange(N, device=tokens.device), torch.arange(B, device=tokens.device)
-    best = logits.argmax(-1) if choice is None else choice  # (B, N) the target's token per node
+    # (B, N) the target's token per node
+    best = choice if choice is not None else logits.argmax(-1) if logits.dim() == 3 else logits
     match = tokens == best.gather(1, parent)  # (B, N) token = parent's choice
     if choice is not None:
         # siblings may share a token (a lookup chain beside the tree): only the first counts.
@@ -384,7 +396,8 @@ def accept_tensors(
     return order, best[rows, deepest], depth[rows, deepest]
 
 def greedy_accept(ti:TreeInputs, tokens:torch.Tensor, # (N,) node tokens on the device, root first
-                  logits:torch.Tensor, # (N, V) target logits at every node
+                  # (N, V) target logits at every node, or (N,) their argmax (a forward's `argmax`)
+                  logits:torch.Tensor,
                  ) -> tuple[list[int], int]:
     """Greedy acceptance as tensor ops: `(accepted path as node indices, root first; bonus token)`,
     one device-to-host copy."""
@@ -410,7 +423,8 @@ class HFForward:
 
     @torch.no_grad()
     def __call__(
-        self, cache:StaticKVCache, tokens, positions, slots, bias, layers:tuple=(), rows=None
+        self, cache:StaticKVCache, tokens, positions, slots, bias, layers:tuple=(), rows=None,
+        argmax:bool=False, # each row's top token id (B, T or R) instead of its logits
     ):
         "`(logits (B, T or R, V), features (B, T, len(layers) * d) or None)`, as `NativeForward`."
         cache._slots = slots
@@ -421,7 +435,8 @@ class HFForward:
         finally:
             cache._slots = None
         logits = out.logits if rows is None else out.logits[:, rows]
-        return logits, (torch.cat([out.hidden_states[l] for l in layers], -1) if layers else None)
+        feats = torch.cat([out.hidden_states[l] for l in layers], -1) if layers else None
+        return (logits.argmax(-1) if argmax else logits), feats
 
 
 ENGINES = ("auto", "native", "hf")
@@ -477,6 +492,7 @@ def forward_ms(model, n_nodes:int, # nodes in the forward (a chain of that many,
                prefix:int=300, # committed tokens before them
                repeats:int=7, engine:str="auto", compile:bool=False, tree:Tree|None=None,
                matmul:str="auto", # the native forward's product form (see `NativeForward`)
+               argmax:bool=False, # greedy verification's forward: top token ids, not logits
               ) -> float:
     """Median milliseconds of one target forward over `n_nodes` tree nodes after `prefix` tokens
     (warm-up call not counted)."""
@@ -492,7 +508,7 @@ def forward_ms(model, n_nodes:int, # nodes in the forward (a chain of that many,
     g = torch.Generator().manual_seed(0)
     toks = torch.randint(0, model.config.vocab_size, (1, tr.n_nodes), generator=g).to(dev)
     bias, pos, slots = ti(prefix)
-    return median_ms(lambda: f(cache, toks, pos, slots, bias), dev, repeats)
+    return median_ms(lambda: f(cache, toks, pos, slots, bias, argmax=argmax), dev, repeats)
 
 def expected_accepted(paths, # index paths of a tree (root excluded)
                       # P[s][r]: acceptance of the rank-r candidate at draft step s + 1, given its
@@ -562,7 +578,7 @@ def _costs_key(target, draft, engine:str, compile:bool) -> str:
     """Which measurement a cost entry is: hardware (with `cpu_id` on a CPU), target, dtype,
     quantization, engine (its attention and the product kernel's build, `kernel_id`: tables made
     before `gqa_attention`, `rows_linear`, `llama_layers`, `int8_copy`, `int4_copy`,
-    `draft_int8_copy` or another build of the kernel are not read),
+    `draft_int8_copy`, `head_argmax` or another build of the kernel are not read),
     draft (`rounds=2`: nor those before the feature drafter's cheaper rounds, 07b), threads."""
     from flashspec.models import hardware
     from flashspec.distill import target_fingerprint
@@ -576,6 +592,7 @@ def _costs_key(target, draft, engine:str, compile:bool) -> str:
         f"{'+layers' if layer_kernel_on() else ''}"
         f"{'+int8copy' if exact_int8_on() else ''}{'+int4copy' if exact_int4_on() else ''}"
         f"{'+draftint8' if draft_int8_on() else ''}"
+        f"{'+argmax' if head_argmax_on() and getattr(rows_kernel(), 'argmax', None) else ''}"
         f"|attn=grouped|"
         f"{type(draft).__name__}:{n}:{0 if v is None else len(v)}|rounds=2"
         f"|threads={torch.get_num_threads()}"
@@ -605,13 +622,15 @@ def forward_passes(model, sizes, # forward sizes N
                    rounds:int, # passes over all the sizes
                    repeats:int=3, engine:str="auto", compile:bool=False,
                    step=lambda: None, # called after each size of each pass (a progress bar)
+                   argmax:bool=False, # greedy verification's forward (see `forward_ms`)
                   ) -> dict:
     """`{N: [ms per pass]}`: `forward_ms` of every size in turn, `rounds` times over, so that a
     drift of the machine's speed hits every size alike."""
     times = {n: [] for n in sizes}
     for _ in range(rounds):
         for n in sizes:
-            times[n].append(forward_ms(model, n, repeats=repeats, engine=engine, compile=compile))
+            times[n].append(forward_ms(
+                model, n, repeats=repeats, engine=engine, compile=compile, argmax=argmax))
             step()
     return times
 
@@ -644,7 +663,9 @@ def tree_costs(
         total=rounds * len(sizes) + len(depths),
         desc="measuring this machine's costs (cached after)", disable=not progress, leave=False,
         file=sys.stderr)
-    times = forward_passes(target, sizes, rounds, repeats, engine, compile, step=bar.update)
+    # greedy verification's forwards (argmax on the device; sampled rounds read the logits)
+    times = forward_passes(
+        target, sizes, rounds, repeats, engine, compile, step=bar.update, argmax=True)
     verify = {n: statistics.median(t) for n, t in times.items()}  # each size's median pass
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, target.config.vocab_size, (64,), generator=g)

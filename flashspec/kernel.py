@@ -15,7 +15,8 @@ __all__ = ['ROWS_SRC', 'LAYER_SRC', 'KERNEL_FLAGS', 'LAYER_NORMS', 'c_compiler',
            'load_kernel', 'rows_kernel', 'kernel_id', 'kernel_status', 'rows_ok', 'rows_linear', 'dequantize_q8',
            'pack_q4', 'unpack_q4', 'rows_q8', 'exact_int8_on', 'exact_int4_on', 'int8_copy', 'int4_copy',
            'draft_int8_on', 'draft_int8_copy', 'layer_args', 'feature_layer_args', 'modules_changed',
-           'layer_args_valid', 'fresh_args', 'layer_kernel_on', 'layers_ok', 'llama_layers', 'feature_layer']
+           'layer_args_valid', 'fresh_args', 'layer_kernel_on', 'layers_ok', 'llama_layers', 'feature_layer',
+           'head_argmax_on', 'argmax_copy', 'head_argmax']
 
 # %% ../nbs/04a_kernel.ipynb #kn000006
 ROWS_SRC = r"""
@@ -121,6 +122,11 @@ typedef struct { const float* w; const void* q; const float* s; const float* o; 
 #define ACC_ADD(wv, off) for (int m = 0; m < mb; m++) { \
         v16 xv; __builtin_memcpy(&xv, x + (size_t)m * K + k + (off), 64); \
         for (int j = 0; j < nb; j++) acc[m][j] += wv[j] * xv; }
+// int8 and 4-bit weights for up to 4 rows: each weight row's cache lines asked for AHEAD rows
+// early (a prefetch never faults, even past the last row; measured: *The head's argmax, measured*)
+#if !defined(AHEAD)  // -DAHEAD=0: none
+#define AHEAD 8
+#endif
 static inline __attribute__((always_inline)) void fblock(
         const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K) {
     ACC_INIT
@@ -153,8 +159,11 @@ static inline __attribute__((always_inline)) void q8block(
             sg[j] = W.s[(size_t)(n + j) * KG + g], og[j] = W.o[(size_t)(n + j) * KG + g];
         for (int k = g * G; k < (g + 1) * G; k += 16) {
             v16 wv[4];
-            for (int j = 0; j < nb; j++)
-                wv[j] = widen((const signed char*)W.q + (size_t)(n + j) * K + k) * sg[j] + og[j];
+            for (int j = 0; j < nb; j++) {
+                const signed char* qr = (const signed char*)W.q + (size_t)(n + j) * K + k;
+                if (AHEAD && mb <= 4 && !(k & 63)) __builtin_prefetch(qr + AHEAD * K, 0, 0);
+                wv[j] = widen(qr) * sg[j] + og[j];
+            }
             ACC_ADD(wv, 0)
         }
     }
@@ -171,9 +180,12 @@ static inline __attribute__((always_inline)) void q4block(
             t[j] = q4_group(W.s[(size_t)(n + j) * KG + g], W.o[(size_t)(n + j) * KG + g]);
         for (int k = g * G; k < (g + 1) * G; k += 32) {
             v16 lo[4], hi[4];
-            for (int j = 0; j < nb; j++)
-                q4_widen((const unsigned char*)W.q + (size_t)(n + j) * (K / 2) + k / 2, t[j],
-                         &lo[j], &hi[j]);
+            for (int j = 0; j < nb; j++) {
+                const unsigned char* qr =
+                    (const unsigned char*)W.q + (size_t)(n + j) * (K / 2) + k / 2;
+                if (AHEAD && mb <= 4 && !(k & 127)) __builtin_prefetch(qr + AHEAD * (K / 2), 0, 0);
+                q4_widen(qr, t[j], &lo[j], &hi[j]);
+            }
             ACC_ADD(lo, 0) ACC_ADD(hi, 16)
         }
     }
@@ -218,6 +230,108 @@ void rows_mm_q4(const float* x, const unsigned char* q, const float* s, const fl
                 int M, int N, int K, int G, int threads) {
     wts W = {0, q, s, o, G}; run_rows(q4blocks, x, W, y, M, N, K, threads);
 }
+#if defined(__AVX512F__) && defined(__AVX512VNNI__) && !defined(KERNEL_PLAIN_LOOPS)
+#include <math.h>
+// Greedy verification's argmax of rows_mm_q8's y = x w^T (int8 q (N, K), scales s (N, K / 32),
+// offsets o all zero, K a multiple of 64), without every y. Each row of x as integers r = x / sx
+// in -16256..16256, r = 128 h + l (h -127..127, l -64..63, each offset to u8); each y_i
+// approximated from exact int32 sums of (h + 128) q and (l + 64) q (VNNI), scaled per group, less
+// 16448 * sum_k w_ik (rs[i]): within cn[i] * beta of rows_mm_q8's y_i, where cn[i] >= |w_i| and
+// beta = |x - sx r| + 2^-10 |x| (Cauchy-Schwarz; the slack is far above both sums' fp32
+// rounding). Then rows_mm_q8's own sum (q8block: the same bits) for each output whose upper bound
+// reaches the highest lower bound: y's argmax, the first of equals. best[m] = -1 where x is not
+// finite or too large (the caller takes every y then).
+static inline __attribute__((always_inline)) void approx_span(
+        const int mb, const signed char* q, const float* s, const unsigned char* hb,
+        const unsigned char* lb, const float* rs, const float* sx, float* ap, int n0, int n1,
+        int N, int K) {
+    const int KC = K / 64, KG = K / 32;
+    for (int i = n0; i < n1; i++) {
+        __m512 acc[8];
+        for (int m = 0; m < mb; m++) acc[m] = _mm512_setzero_ps();
+        const float* si = s + (size_t)i * KG;
+        const signed char* qi = q + (size_t)i * K;
+        for (int c = 0; c < KC; c++) {
+            // lanes 0-7 sum group 2c, lanes 8-15 group 2c + 1
+            __m512i w = _mm512_loadu_si512(qi + 64 * c);
+            __builtin_prefetch(qi + (size_t)4 * K + 64 * c, 0, 0);  // 4 rows ahead (measured)
+            __m512 dl = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(si[2 * c]),
+                                             _mm512_set1_ps(si[2 * c + 1]));
+            for (int m = 0; m < mb; m++) {
+                const size_t o1 = (size_t)m * K + 64 * c;
+                __m512i ah = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                 _mm512_loadu_si512(hb + o1), w);
+                __m512i al = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                 _mm512_loadu_si512(lb + o1), w);
+                __m512i v = _mm512_add_epi32(_mm512_slli_epi32(ah, 7), al);
+                acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), dl, acc[m]);
+            }
+        }
+        for (int m = 0; m < mb; m++)
+            ap[(size_t)m * N + i] = sx[m] * (_mm512_reduce_add_ps(acc[m]) - 16448.0f * rs[i]);
+    }
+}
+void head_argmax(const float* x, const signed char* q, const float* s, const float* o,
+                 const float* cn, const float* rs, long long* best, int M, int N, int K,
+                 float* work, int threads) {
+    wts W = {0, q, s, o, 32};
+    unsigned char* hb = (unsigned char*)work;                   // (8, K) h + 128
+    unsigned char* lb = hb + (size_t)8 * K;                     // (8, K) l + 64
+    float* ap = (float*)(lb + (size_t)8 * K);                   // (8, N) approximations
+    float* ex = ap + (size_t)8 * N;                             // (N,) exact sums, candidates
+    float sx[8], beta[8];
+    for (int m0 = 0; m0 < M; m0 += 8) {
+        const int mb = M - m0 < 8 ? M - m0 : 8;
+        int ok[8];
+        for (int m = 0; m < mb; m++) {
+            const float* xm = x + (size_t)(m0 + m) * K;
+            float amax = 0; double nx = 0;
+            for (int k = 0; k < K; k++) {
+                float a = fabsf(xm[k]);
+                if (!(a <= 1e30f)) amax = INFINITY;  // not finite, or too large to bound
+                else if (a > amax) amax = a;
+                nx += (double)xm[k] * xm[k];
+            }
+            ok[m] = amax <= 1e30f && amax > 0;
+            best[m0 + m] = amax == 0 ? 0 : -1;  // x = 0: every y is 0, the first wins
+            sx[m] = ok[m] ? amax / 16256.0f : 1;
+            double ne = 0;
+            unsigned char* h = hb + (size_t)m * K; unsigned char* l = lb + (size_t)m * K;
+            for (int k = 0; k < K; k++) {
+                float rf = ok[m] ? nearbyintf(xm[k] / sx[m]) : 0;
+                int r = rf > 16256 ? 16256 : rf < -16256 ? -16256 : (int)rf;
+                int hh = (r + 64) >> 7;                          // floor: -127..127
+                h[k] = (unsigned char)(hh + 128); l[k] = (unsigned char)(r - (hh << 7) + 64);
+                double e = (double)xm[k] - (double)sx[m] * r; ne += e * e;
+            }
+            beta[m] = (float)((sqrt(ne) + ldexp(sqrt(nx), -10)) * (1 + 1e-5));
+        }
+        #pragma omp parallel num_threads(threads)
+        {
+            int t = omp_get_thread_num(), T = omp_get_num_threads();
+            int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
+            switch (mb) {
+#define APPROX(b) case b: approx_span(b, q, s, hb, lb, rs, sx, ap, n0, n1, N, K); break;
+                APPROX(1) APPROX(2) APPROX(3) APPROX(4) APPROX(5) APPROX(6) APPROX(7) APPROX(8)
+#undef APPROX
+            }
+        }
+        for (int m = 0; m < mb; m++) {
+            if (!ok[m]) continue;
+            const float* a = ap + (size_t)m * N; const float b = beta[m];
+            float lo = -INFINITY;
+            for (int i = 0; i < N; i++) { float v = a[i] - cn[i] * b; if (v > lo) lo = v; }
+            long long bi = -1; float bv = 0;
+            for (int i = 0; i < N; i++) {
+                if (!(a[i] + cn[i] * b >= lo)) continue;
+                q8block(x + (size_t)(m0 + m) * K, W, ex, 1, 1, i, N, K);  // writes ex[i]
+                if (bi < 0 || ex[i] > bv) bi = i, bv = ex[i];
+            }
+            best[m0 + m] = bi;
+        }
+    }
+}
+#endif
 """
 
 # %% ../nbs/04a_kernel.ipynb #kl000002
@@ -601,8 +715,9 @@ def build_kernel(cc:str, out:Path,
 # %% ../nbs/04a_kernel.ipynb #kn000009
 def load_kernel(path:Path): # a library `build_kernel` wrote
     """Its `rows_mm` as a ctypes function, with `rows_mm_q8` as `.q8`, `rows_mm_q4` as `.q4`,
-    `llama_layer` as `.layer` and `feature_layer` as `.feature` (raises `OSError` if it does not
-    load)."""
+    `llama_layer` as `.layer`, `feature_layer` as `.feature` and `head_argmax` as `.argmax` (None
+    where the build has none: it needs AVX-512 VNNI); raises `OSError` if the library does not
+    load."""
     lib = ctypes.CDLL(str(path))
     fn, fn.q8, fn.q4 = lib.rows_mm, lib.rows_mm_q8, lib.rows_mm_q4
     fn.layer, fn.feature = lib.llama_layer, lib.feature_layer
@@ -615,6 +730,10 @@ def load_kernel(path:Path): # a library `build_kernel` wrote
                          + [I] + [P] * 3 + [I])
     fn.feature.restype = None
     fn.feature.argtypes = [P] * 3 + fn.layer.argtypes[1:]
+    try: fn.argmax = lib.head_argmax
+    except AttributeError: fn.argmax = None
+    if fn.argmax is not None:
+        fn.argmax.restype, fn.argmax.argtypes = None, [P] * 7 + [I] * 3 + [P, I]
     return fn
 
 def rows_kernel(refresh:bool=False): # look again (after changing `$CC` or `FLASHSPEC_KERNEL`)
@@ -1013,3 +1132,51 @@ def feature_layer(a:dict, # `feature_layer_args` of the drafter's network
     e = e.reshape(B * T, d).float().contiguous()
     _call(rows_kernel().feature, a, x, B * T, T, ins, K, V, e.data_ptr(), a["hn"])
     return x.view(B, T, d)
+
+# %% ../nbs/04a_kernel.ipynb #ka000002
+def head_argmax_on() -> bool:
+    """Whether greedy verification may take the head's argmax through `head_argmax`
+    (`FLASHSPEC_HEAD_ARGMAX=0`: every logit, then `argmax`)."""
+    return os.environ.get("FLASHSPEC_HEAD_ARGMAX", "1") != "0"
+
+def _bounds(q:torch.Tensor, s:torch.Tensor) -> tuple: # (N, K) int8, (N, K // 32) fp32
+    "`(cn, rs)` (N,) fp32: each weight row's norm rounded up, and its sum, from float64."
+    cn, rs = [], []
+    for i in range(0, len(q), 4096):  # float64 rows a block at a time: (4096, K / 32, 32)
+        w = q[i:i + 4096].double().reshape(-1, s.shape[1], 32) * s[i:i + 4096].double()[..., None]
+        cn.append(w.square().sum((1, 2)).sqrt() * (1 + 1e-6)); rs.append(w.sum((1, 2)))
+    cn = torch.nextafter(torch.cat(cn).float(), torch.tensor(float("inf")))  # >= the norm
+    return cn.contiguous(), torch.cat(rs).float().contiguous()
+
+def argmax_copy(l) -> tuple|None:
+    """`(q, s, o, cn, rs)` for `head_argmax`: `int8_copy(l)` where its offsets are all zero, its
+    groups 32 inputs and the inputs a multiple of 64, with no bias (GGUF's Q8_0 heads), and each
+    row's norm rounded up (`cn`) and sum (`rs`); kept while that copy stands; else None."""
+    c = int8_copy(l) if head_argmax_on() else None
+    if c is None or getattr(l, "bias", None) is not None: return None
+    held = l.__dict__.get("_flashspec_argmax")
+    if held is None or held[0] is not c:
+        q, s, o = c
+        ok = q.shape[1] % 64 == 0 and s.shape[1] * 32 == q.shape[1] and not bool(o.any())
+        held = l.__dict__["_flashspec_argmax"] = (c, (q, s, o, *_bounds(q, s)) if ok else None)
+    return held[1]
+
+def head_argmax(x:torch.Tensor, # (..., K) fp32 rows: the final norm's output
+                l, # the head, an `nn.Linear` (see `argmax_copy`)
+               ) -> torch.Tensor|None:
+    """(...,) each row's index of its largest logit, exactly `rows_q8(x, *int8_copy(l)).argmax(-1)`
+    (the first of equals), without computing every logit (the C `head_argmax`, above); None where
+    it does not apply: the caller computes the logits."""
+    fn = rows_kernel()
+    c = None if fn is None or fn.argmax is None else argmax_copy(l)
+    if (c is None or x.dtype != torch.float32 or x.device.type != "cpu" or not x.numel()
+            or x.shape[-1] != c[0].shape[1] or torch.compiler.is_compiling()):
+        return None
+    q, s, o, cn, rs = c
+    xs = x.reshape(-1, x.shape[-1]).contiguous()                          # (M, K)
+    (M, K), N = xs.shape, q.shape[0]
+    work = torch.empty(4 * K + 9 * N)  # h and l of 8 rows (bytes), 8 rows' approximations, exact
+    best = torch.empty(M, dtype=torch.long)
+    fn.argmax(xs.data_ptr(), q.data_ptr(), s.data_ptr(), o.data_ptr(), cn.data_ptr(),
+              rs.data_ptr(), best.data_ptr(), M, N, K, work.data_ptr(), torch.get_num_threads())
+    return None if bool((best < 0).any()) else best.reshape(x.shape[:-1])
