@@ -873,18 +873,22 @@ def int8_copy(l) -> tuple|None:
     from flashspec.quant import exact_q8  # 06_quant, which imports this module
     return _kept(l, "_flashspec_int8", exact_q8) if exact_int8_on() else None
 
+def _from_copy(l, name:str, c:tuple, make) -> tuple|None:
+    """`make(*c)` for the module's int8 copy `c`, made once and kept in `l.__dict__[name]` while
+    that copy stands (the copy is made anew when the weight changes)."""
+    held = l.__dict__.get(name)
+    if held is None or held[0] is not c: held = l.__dict__[name] = (c, make(*c))
+    return held[1]
+
 def int4_copy(l) -> tuple|None:
     """`(q (N, K // 2) uint8, s, o)`: `int8_copy(l)` packed two weights a byte (`pack_q4`) where all
     its weights are 0..15 in groups of a multiple of 32 (GGUF's Q4_1 blocks are), else None; kept
     with the module while that copy stands."""
     c = int8_copy(l) if exact_int4_on() else None
-    if c is None: return None
-    held = l.__dict__.get("_flashspec_int4")
-    if held is None or held[0] is not c:
-        q, s, o = c
+    def pack(q, s, o):
         fits = (q.shape[1] // s.shape[1]) % 32 == 0 and int(q.min()) >= 0 and int(q.max()) <= 15
-        held = l.__dict__["_flashspec_int4"] = (c, (pack_q4(q), s, o) if fits else None)
-    return held[1]
+        return (pack_q4(q), s, o) if fits else None
+    return None if c is None else _from_copy(l, "_flashspec_int4", c, pack)
 
 def draft_int8_on() -> bool:
     """Whether a feature drafter's fp32 products may run through int8 copies (`draft_int8_copy`;
@@ -1154,12 +1158,10 @@ def argmax_copy(l) -> tuple|None:
     row's norm rounded up (`cn`) and sum (`rs`); kept while that copy stands; else None."""
     c = int8_copy(l) if head_argmax_on() else None
     if c is None or getattr(l, "bias", None) is not None: return None
-    held = l.__dict__.get("_flashspec_argmax")
-    if held is None or held[0] is not c:
-        q, s, o = c
+    def bound(q, s, o):
         ok = q.shape[1] % 64 == 0 and s.shape[1] * 32 == q.shape[1] and not bool(o.any())
-        held = l.__dict__["_flashspec_argmax"] = (c, (q, s, o, *_bounds(q, s)) if ok else None)
-    return held[1]
+        return (q, s, o, *_bounds(q, s)) if ok else None
+    return _from_copy(l, "_flashspec_argmax", c, bound)
 
 def head_argmax(x:torch.Tensor, # (..., K) fp32 rows: the final norm's output
                 l, # the head, an `nn.Linear` (see `argmax_copy`)
