@@ -17,7 +17,7 @@ from .decode import Drafter, TreeDrafter
 from .engine import Products
 from .kernel import (
     feature_layer, feature_layer_args, fresh_args, layer_kernel_on, rows_kernel)
-from .kernel import dequantize_q8, draft_int8_copy, draft_int8_on, rows_q8
+from .kernel import dequantize_q8, draft_copy, draft_int8_on, rows_q8
 from .quant import INT8_GROUP, int8_groups
 
 # %% auto #0
@@ -288,14 +288,14 @@ class FeatureDraft(nn.Module):
         return held[1]
 
     def lin(self, layer, x,
-            copies:bool=False): # a decoding round's few rows: the layer's int8 copy, where made
+            copies:bool=False): # a decoding round's few rows: the layer's copy, where made
         """`layer(x)`, a linear layer or a weight (as `F.linear`): without gradients, in the
-        engine's fastest product form; with `copies`, for at most 32 rows, through the layer's int8
-        copy (`draft_int8_copy`, as the C layer reads it) where it has one."""
+        engine's fastest product form; with `copies`, for at most 32 rows, through the layer's
+        drafter copy (`draft_copy`: 4-bit, else int8, as the C layer reads it) where it has one."""
         if torch.is_grad_enabled():
             return F.linear(x, layer) if isinstance(layer, torch.Tensor) else layer(x)
         if (copies and isinstance(layer, nn.Linear) and x.numel() <= 32 * x.shape[-1]
-                and (c := draft_int8_copy(layer)) is not None):
+                and (c := draft_copy(layer)) is not None):
             return rows_q8(x, *c, layer.bias)
         if "_products" not in self.__dict__:
             self.__dict__["_products"] = Products(self, extra=("head_w",))
@@ -511,7 +511,7 @@ class FeatureDrafter(TreeDrafter):
         super().__init__(tree, None if len(fd.vocab) == fd.V else fd.vocab, fd.V, min_prob)
         self.fd, self.feature_layers = fd, fd.layers
         self._c_held = None  # `feature_layer_args` of the network (`fresh_args`)
-        # its rounds' products through int8 copies (`draft_int8_copy`; the C layer's alike)
+        # its rounds' products through 4-bit or int8 copies (`draft_copy`; the C layer's alike)
         self.copies = draft_int8_on()
 
     def _c_args(self, rows:int) -> dict|None:

@@ -14,9 +14,9 @@ from .models import check_supported, atomic_write
 from .tree import Tree, TreeConfig, TreeBatch, compile_tree
 from .kvcache import StaticKVCache, causal_bias, forward as hf_forward
 from .kernel import (
-    draft_int8_on, exact_int4_on, exact_int8_on, fresh_args, head_argmax, head_argmax_on, int8_copy,
-    kernel_id, layer_args, layer_kernel_on, layers_ok, llama_layers, rows_kernel, rows_linear,
-    rows_ok, rows_q8)
+    draft_int4_on, draft_int8_on, exact_int4_on, exact_int8_on, fresh_args, head_argmax,
+    head_argmax_on, int8_copy, kernel_id, layer_args, layer_kernel_on, layers_ok, llama_layers,
+    rows_kernel, rows_linear, rows_ok, rows_q8)
 
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'put_rows', 'group_bias',
@@ -578,8 +578,9 @@ def _costs_key(target, draft, engine:str, compile:bool) -> str:
     """Which measurement a cost entry is: hardware (with `cpu_id` on a CPU), target, dtype,
     quantization, engine (its attention and the product kernel's build, `kernel_id`: tables made
     before `gqa_attention`, `rows_linear`, `llama_layers`, `int8_copy`, `int4_copy`,
-    `draft_int8_copy`, `head_argmax` or another build of the kernel are not read),
-    draft (`rounds=2`: nor those before the feature drafter's cheaper rounds, 07b), threads."""
+    `draft_int8_copy`, `draft_int4_copy`, `head_argmax` or another build of the kernel are not
+    read), draft (`rounds=2`: nor those before the feature drafter's cheaper rounds, 07b),
+    threads."""
     from flashspec.models import hardware
     from flashspec.distill import target_fingerprint
     w = target.get_output_embeddings().weight
@@ -591,7 +592,7 @@ def _costs_key(target, draft, engine:str, compile:bool) -> str:
         f"|matmul=auto{f'+rows@{kernel_id()}' if rows_kernel() else ''}"
         f"{'+layers' if layer_kernel_on() else ''}"
         f"{'+int8copy' if exact_int8_on() else ''}{'+int4copy' if exact_int4_on() else ''}"
-        f"{'+draftint8' if draft_int8_on() else ''}"
+        f"{'+draftint4' if draft_int4_on() else '+draftint8' if draft_int8_on() else ''}"
         f"{'+argmax' if head_argmax_on() and getattr(rows_kernel(), 'argmax', None) else ''}"
         f"|attn=grouped|"
         f"{type(draft).__name__}:{n}:{0 if v is None else len(v)}|rounds=2"

@@ -14,9 +14,9 @@ from .models import cache_dir, cpuinfo
 __all__ = ['ROWS_SRC', 'LAYER_SRC', 'KERNEL_FLAGS', 'LAYER_NORMS', 'c_compiler', 'kernel_flags', 'kernel_file', 'build_kernel',
            'load_kernel', 'rows_kernel', 'kernel_id', 'kernel_status', 'rows_ok', 'rows_linear', 'dequantize_q8',
            'pack_q4', 'unpack_q4', 'rows_q8', 'exact_int8_on', 'exact_int4_on', 'int8_copy', 'int4_copy',
-           'draft_int8_on', 'draft_int8_copy', 'layer_args', 'feature_layer_args', 'modules_changed',
-           'layer_args_valid', 'fresh_args', 'layer_kernel_on', 'layers_ok', 'llama_layers', 'feature_layer',
-           'head_argmax_on', 'argmax_copy', 'head_argmax']
+           'draft_int8_on', 'draft_int8_copy', 'draft_int4_on', 'draft_int4_copy', 'draft_copy', 'nearest_q4',
+           'layer_args', 'feature_layer_args', 'modules_changed', 'layer_args_valid', 'fresh_args', 'layer_kernel_on',
+           'layers_ok', 'llama_layers', 'feature_layer', 'head_argmax_on', 'argmax_copy', 'head_argmax']
 
 # %% ../nbs/04a_kernel.ipynb #kn000006
 ROWS_SRC = r"""
@@ -905,6 +905,34 @@ def draft_int8_copy(l) -> tuple|None:
     if not draft_int8_on() or w is None or w.dim() != 2 or w.shape[1] % 32: return None
     return _kept(l, "_flashspec_draft_int8", _nearest_q8)
 
+def draft_int4_on() -> bool:
+    """Whether those copies may be 4-bit (`draft_int4_copy`; `FLASHSPEC_DRAFT_INT4=0`: int8)."""
+    return draft_int8_on() and os.environ.get("FLASHSPEC_DRAFT_INT4", "1") != "0"
+
+def draft_int4_copy(l) -> tuple|None:
+    """`(q (N, K // 2) uint8, s, o (N, K // 32))` (`pack_q4`) of an fp32 `nn.Linear` on the CPU:
+    each 32 weights on 16 levels over their range (GGUF's Q4_1 grid, `o` the least), the nearest
+    level each, **not exact**, as `draft_int8_copy` (a drafter's products: what is proposed may
+    change, never the output), with a little over half its bytes. Kept alike; None where it does
+    not apply."""
+    w = getattr(l, "weight", None)
+    if not draft_int4_on() or w is None or w.dim() != 2 or w.shape[1] % 32: return None
+    return _kept(l, "_flashspec_draft_int4", nearest_q4)
+
+def draft_copy(l) -> tuple|None:
+    "A drafter's copy of `l`: `draft_int4_copy`, else `draft_int8_copy`, else None (fp32)."
+    return draft_int4_copy(l) or draft_int8_copy(l)
+
+def nearest_q4(w:torch.Tensor) -> tuple: # (N, K) fp32, K a multiple of 32
+    """`(pack_q4(q) (N, K // 2), s, o (N, K // 32))`: per 32 weights `s = (max - min) / 15`, `o =
+    min`, `q` the nearest of 0..15 (each weight within s / 2 of `q s + o`), contiguous."""
+    N, K = w.shape
+    wg = w.detach().reshape(N, K // 32, 32)                                  # (N, K / 32, 32)
+    lo = wg.amin(-1)
+    s = ((wg.amax(-1) - lo) / 15).clamp_min(1e-12)                            # (N, K / 32)
+    q = torch.round((wg - lo[..., None]) / s[..., None]).clamp(0, 15)
+    return pack_q4(q.to(torch.int8).reshape(N, K)), s.contiguous(), lo.contiguous()
+
 def _nearest_q8(w:torch.Tensor) -> tuple: # (N, K) fp32, K a multiple of 32
     "`int8_groups` of `w` in groups of 32: `(q (N, K), s, o (N, K // 32))`, contiguous."
     from flashspec.quant import int8_groups  # 06_quant, which imports this module
@@ -935,7 +963,7 @@ def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
     they are not ones it runs; with `hidden_norm`, a feature drafter's layer (q/k/v read 2d); fp32
     products as the copies of the first of `copies` that has one for every product (a decoder
     layer: exact 4-bit copies, `int4_copy`, else exact int8 ones, `int8_copy`; a drafter's layer:
-    `draft_int8_copy`)."""
+    `draft_int4_copy`, else `draft_int8_copy`)."""
     norms = [norm_in, norm_post] + ([hidden_norm] if hidden_norm is not None else [])
     prods, bits, copied = [_product(l) for l in att + mlp], 8, False
     for copy, b in copies:
@@ -1003,13 +1031,14 @@ def layer_args(layer) -> dict|None:
 
 def feature_layer_args(net) -> dict|None:
     """What `feature_layer` needs of a feature drafter's network (a `FeatureDraft`: its one layer,
-    the embeddings' and the hidden state's norms), read once: its products as int8 copies
-    (`draft_int8_copy`) unless switched off; None where it does not apply."""
+    the embeddings' and the hidden state's norms), read once: its products as 4-bit copies
+    (`draft_int4_copy`, else `draft_int8_copy`) unless switched off; None where it does not
+    apply."""
     att = [net.q_proj, net.k_proj, net.v_proj, net.o_proj]
     mlp = [net.gate_proj, net.up_proj, net.down_proj]
     return _pack(net.input_layernorm, att, net.post_attention_layernorm, mlp, net.hd,
                  net.hd ** -0.5, net.hidden_norm,  # SDPA's default scale, as the drafter attends
-                 copies=((draft_int8_copy, 8),))
+                 copies=((draft_int4_copy, 4), (draft_int8_copy, 8)))
 
 _CHANGED = [0]
 def _module_changed(*_):  # returns None: the registration itself goes ahead as it was
