@@ -330,6 +330,12 @@ class TreeInputs:
         self.arange_s = torch.arange(max_len, device=device)                 # (S,)
         self.arange_n = torch.arange(n_pad, device=device)                   # (N,)
         self.min = torch.finfo(dtype).min
+        # on the CPU, the real nodes' parents and depths as lists, for `greedy_accept`'s walk
+        # (level order: every parent before its children)
+        par = parent[:N].tolist()
+        self.host = ((par, tree.depth.tolist(), N)
+                     if torch.device(device).type == "cpu" and all(p < i for i, p in
+                                                                  enumerate(par) if i) else None)
 
     def __call__(self, n:int|torch.Tensor):
         """`(bias (1, 1, N, S), positions (1, N), slots (N,))` for a tree whose root sits at slot
@@ -395,12 +401,29 @@ def accept_tensors(
     order = torch.where(mask[rows, deepest], ar, N).sort(-1).values
     return order, best[rows, deepest], depth[rows, deepest]
 
+def _accept_host(host:tuple, # `TreeInputs.host`: the real nodes' parents, depths, and their count
+                 tokens:list, best:list, # each node's token; the target's token after each node
+                ) -> tuple[list[int], int]:
+    """`accept_tensors`' greedy walk over a few nodes in Python, as it decides: a node is accepted
+    when its token is its parent's choice and its parent is; the first of the deepest wins."""
+    parent, depth, n = host
+    ok, deepest = [True] + [False] * (n - 1), 0
+    for i in range(1, n):  # level order: a parent is decided before its children
+        p = parent[i]
+        ok[i] = ok[p] and tokens[i] == best[p]
+        if ok[i] and depth[i] > depth[deepest]: deepest = i
+    path = [deepest]
+    while path[-1]: path.append(parent[path[-1]])
+    return path[::-1], best[deepest]
+
 def greedy_accept(ti:TreeInputs, tokens:torch.Tensor, # (N,) node tokens on the device, root first
                   # (N, V) target logits at every node, or (N,) their argmax (a forward's `argmax`)
                   logits:torch.Tensor,
                  ) -> tuple[list[int], int]:
     """Greedy acceptance as tensor ops: `(accepted path as node indices, root first; bonus token)`,
-    one device-to-host copy."""
+    one device-to-host copy; for ids on the CPU, the same walk in Python (`_accept_host`)."""
+    if logits.dim() == 1 and logits.device.type == "cpu" and ti.host is not None:
+        return _accept_host(ti.host, tokens.tolist(), logits.tolist())
     return _accept_rows(
         ti.mask[None], ti.depth[None], ti.parent[None], ti.real[None], tokens[None], logits[None]
     )[0]
