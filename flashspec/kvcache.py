@@ -151,6 +151,13 @@ def tree_step(model, cache:StaticKVCache, tb:TreeBatch, hidden:bool=False):
 def commit(cache:StaticKVCache, slot0:int, paths:list[list[int]]) -> None:
     """Move each row's accepted nodes (`paths[b]`, node indices) from the tree slots to the row's
     end."""
+    if len(paths) == 1:  # one row (`generate`'s): decided from the host's numbers, no tensors
+        p, n = paths[0], int(cache.lengths[0])
+        if n + len(p) > cache.max_len:
+            raise ValueError("Committing past the end of the static cache.")
+        if [slot0 + i for i in p] == list(range(n, n + len(p))):  # in place: nothing to move
+            cache.lengths += len(p)
+            return
     rows = torch.cat([torch.full((len(p),), b, dtype=torch.long) for b, p in enumerate(paths)])
     src = torch.cat([slot0 + torch.as_tensor(p, dtype=torch.long) for p in paths])
     dst = torch.cat([int(cache.lengths[b]) + torch.arange(len(p)) for b, p in enumerate(paths)])
