@@ -151,23 +151,18 @@ def tree_step(model, cache:StaticKVCache, tb:TreeBatch, hidden:bool=False):
 def commit(cache:StaticKVCache, slot0:int, paths:list[list[int]]) -> None:
     """Move each row's accepted nodes (`paths[b]`, node indices) from the tree slots to the row's
     end."""
-    if len(paths) == 1:  # one row (`generate`'s): decided from the host's numbers, no tensors
-        p, n = paths[0], int(cache.lengths[0])
-        if n + len(p) > cache.max_len:
-            raise ValueError("Committing past the end of the static cache.")
-        if [slot0 + i for i in p] == list(range(n, n + len(p))):  # in place: nothing to move
-            cache.lengths += len(p)
-            return
-    rows = torch.cat([torch.full((len(p),), b, dtype=torch.long) for b, p in enumerate(paths)])
-    src = torch.cat([slot0 + torch.as_tensor(p, dtype=torch.long) for p in paths])
-    dst = torch.cat([int(cache.lengths[b]) + torch.arange(len(p)) for b, p in enumerate(paths)])
-    if int(dst.max()) >= cache.max_len:
+    n = cache.lengths.tolist()
+    # decided from the host's numbers; tensors only for a move
+    rows = [b for b, p in enumerate(paths) for _ in p]
+    src = [slot0 + i for p in paths for i in p]
+    dst = [n[b] + j for b, p in enumerate(paths) for j in range(len(p))]
+    if dst and max(dst) >= cache.max_len:
         raise ValueError("Committing past the end of the static cache.")
     # nodes already where they belong (a plain step, a path down the first children from the row's
     # end): nothing to move
-    if not torch.equal(src, dst):
+    if src != dst:
         dev = cache.keys[0].device
-        rows, src, dst = rows.to(dev), src.to(dev), dst.to(dev)
+        rows, src, dst = (torch.tensor(x, dtype=torch.long, device=dev) for x in (rows, src, dst))
         for buf in cache.keys + cache.values:
             # (M, H, D) gathered, then scattered: one copy per buffer
             buf[rows, :, dst] = buf[rows, :, src]
