@@ -375,6 +375,87 @@ static void rope(float* q, const float* cs, const float* sn, int M, int heads, i
         }
     }
 }
+#if defined(__AVX512F__) && !defined(KERNEL_PLAIN_LOOPS) && !defined(KERNEL_SCALAR_EXP)
+// expf of 16 floats by glibc's own steps (e_expf.c as its FMA build runs them): x 32 / ln 2 = k + r
+// (k the nearest integer), 2^(k/32) from a 32-entry table and the exponent's bits, a cubic in r,
+// all in double, then rounded to float. The same bits as expf wherever the top 12 bits of |x| are
+// at most 0x42a (|x| < 96); the other lanes asked for (want) are expf's own. Checked against expf
+// over all 2^32 floats (04a_kernel).
+#define VEXP
+static const long long EXP_TAB[32] = {  // 2^(i/32)'s bits less i << 47 (glibc's __exp2f_data)
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
+    0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
+    0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
+    0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585,
+    0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
+    0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
+    0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
+static inline __m512d exp8d(__m256 x) {  // 8 lanes in double, before the rounding to float
+    const __m512d xd = _mm512_cvtps_pd(x), inv = _mm512_set1_pd(0x1.71547652b82fep+5);
+    const __m512d sh = _mm512_set1_pd(0x1.8p52);       // k in the low bits: ki
+    const __m512d kds = _mm512_fmadd_pd(inv, xd, sh);   // x 32 / ln 2 + 1.5 2^52, one rounding
+    const __m512i ki = _mm512_castpd_si512(kds);
+    const __m512d r = _mm512_fmsub_pd(inv, xd, _mm512_sub_pd(kds, sh));  // x 32 / ln 2 - k
+    const __m512i lo16 = _mm512_permutex2var_epi64(  // table entry k mod 32 (the index's bits 0-4)
+        _mm512_loadu_si512(EXP_TAB), ki, _mm512_loadu_si512(EXP_TAB + 8));
+    const __m512i hi16 = _mm512_permutex2var_epi64(
+        _mm512_loadu_si512(EXP_TAB + 16), ki, _mm512_loadu_si512(EXP_TAB + 24));
+    const __m512i t = _mm512_add_epi64(_mm512_slli_epi64(ki, 47), _mm512_mask_blend_epi64(
+        _mm512_test_epi64_mask(ki, _mm512_set1_epi64(16)), lo16, hi16));  // 2^(k/32)
+    const __m512d z = _mm512_fmadd_pd(r, _mm512_set1_pd(0x1.c6af84b912394p-20),
+                                      _mm512_set1_pd(0x1.ebfce50fac4f3p-13));
+    const __m512d y = _mm512_fmadd_pd(z, _mm512_mul_pd(r, r), _mm512_fmadd_pd(
+        r, _mm512_set1_pd(0x1.62e42ff0c52d6p-6), _mm512_set1_pd(1.0)));  // 2^(r/32)
+    return _mm512_mul_pd(y, _mm512_castsi512_pd(t));
+}
+static inline __m512 exp16(__m512 x, __mmask16 want) {
+    const __m256 lo = _mm512_cvtpd_ps(exp8d(_mm512_castps512_ps256(x)));
+    const __m256 hi = _mm512_cvtpd_ps(exp8d(
+        _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1))));
+    __m512 y = _mm512_castpd_ps(_mm512_insertf64x4(
+        _mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+    const __m512i top = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(x), 20),
+                                         _mm512_set1_epi32(0x7ff));
+    const __mmask16 big = want & _mm512_cmpgt_epi32_mask(top, _mm512_set1_epi32(0x42a));
+    if (big) {  // large, infinite or NaN: expf itself (glibc's other branch)
+        float xs[16], ys[16];
+        _mm512_storeu_ps(xs, x); _mm512_storeu_ps(ys, y);
+        for (int i = 0; i < 16; i++) if (big >> i & 1) ys[i] = expf(xs[i]);
+        y = _mm512_loadu_ps(ys);
+    }
+    return y;
+}
+#endif
+// y[i] = expf(x[i]) for n floats (exp16 where built): what 04a_kernel checks against expf
+void exp_rows(const float* x, float* y, long long n) {
+    long long i = 0;
+#if defined(VEXP)
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp16(_mm512_loadu_ps(x + i), 0xFFFF));
+#endif
+    for (; i < n; i++) y[i] = expf(x[i]);
+}
+// how many floats exp_rows takes at once: 16 where exp16 is built, else 1 (expf one by one)
+int exp_lanes(void) {
+#if defined(VEXP)
+    return 16;
+#else
+    return 1;
+#endif
+}
+// the MLP's g = silu(g) u = g / (1 + exp(-g)) u, in place over n floats
+static void silu_mul(float* g, const float* u, size_t n) {
+    size_t i = 0;
+#if defined(VEXP)
+    for (; i + 16 <= n; i += 16) {
+        const __m512 gv = _mm512_loadu_ps(g + i);
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), gv), 0xFFFF);
+        _mm512_storeu_ps(g + i, _mm512_mul_ps(
+            _mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), _mm512_loadu_ps(u + i)));
+    }
+#endif
+    for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
 static inline float dot_hd(const float* a, const float* b, int hd) {
     v16 acc = (v16){0}; int k = 0;
     for (; k + 16 <= hd; k += 16) {
@@ -454,6 +535,26 @@ static inline __attribute__((always_inline)) void weigh_rows(
         }
     }
 }
+// the largest score s_j of the slots a bias row br leaves open, the first (lo) and one past the
+// last (hi) of them; -INFINITY, lo = S and hi = 0 where none is open
+static inline float open_max(const float* s, const float* br, int S, int* plo, int* phi) {
+    __m512 mv = _mm512_set1_ps(-INFINITY); int lo = S, hi = 0, j = 0;
+    for (; j + 16 <= S; j += 16) {
+        const __mmask16 open = open16(br + j);
+        if (!open) continue;
+        mv = _mm512_mask_max_ps(mv, open, mv, _mm512_loadu_ps(s + j));
+        if (lo == S) lo = j + __builtin_ctz(open);
+        hi = j + 32 - __builtin_clz((unsigned)open);
+    }
+    float mx = _mm512_reduce_max_ps(mv);
+    for (; j < S; j++) {
+        if (br[j] < -1e37f) continue;
+        if (s[j] > mx) mx = s[j];
+        if (lo == S) lo = j;
+        hi = j + 1;
+    }
+    *plo = lo; *phi = hi; return mx;
+}
 // attention with the cache read once per layer, whatever the rows and heads (`attend`'s sums, in
 // its order; head sizes 64 and 128), in three steps split among the threads:
 // 1. scores: per batch row and key head, 16 slots at a time for every (row, head) reading them;
@@ -490,6 +591,37 @@ static void attend_cache(const float* q, const float* kc, const float* vc, const
             }
         }
         #pragma omp barrier
+#if defined(VEXP)
+        for (int t0 = t; t0 < MH; t0 += 4 * nt) {  // 2: four of this thread's (row, head)s at once
+            const float* ps[4]; int tk[4], n4 = 0, ulo = S, uhi = 0;
+            for (int task = t0; task < MH && n4 < 4; task += nt) {
+                const float* br = bias + (size_t)(task / H) * S; float* s = P + (size_t)task * S;
+                int lo, hi; const float mx = open_max(s, br, S, &lo, &hi);
+                if (mx == -INFINITY || lo > hi) lo = hi = 0;  // nothing to attend: zeros
+                __builtin_memset(s, 0, (size_t)lo * 4);
+                __builtin_memset(s + hi, 0, (size_t)(S - hi) * 4);
+                const __m512 mxv = _mm512_set1_ps(mx);
+                for (int j = lo; j < hi; j += 16) {  // p at the open slots, 0 at the closed
+                    const __mmask16 in = hi - j >= 16 ? 0xFFFF : (__mmask16)((1u << (hi - j)) - 1);
+                    const __mmask16 open = _mm512_mask_cmp_ps_mask(
+                        in, _mm512_maskz_loadu_ps(in, br + j), _mm512_set1_ps(-1e37f), _CMP_NLT_UQ);
+                    const __m512 p = exp16(
+                        _mm512_sub_ps(_mm512_maskz_loadu_ps(in, s + j), mxv), open);
+                    _mm512_mask_storeu_ps(s + j, in, _mm512_maskz_mov_ps(open, p));
+                }
+                jlo[task] = lo; jhi[task] = hi; tk[n4] = task; ps[n4++] = s;
+                if (lo < hi && lo < ulo) ulo = lo;
+                if (hi > uhi) uhi = hi;
+            }
+            for (int r = n4; r < 4; r++) ps[r] = ps[0];
+            // l: p's sum in slot order from +0 (zeros outside a window add nothing)
+            float l0 = 0.0f, l1 = 0.0f, l2 = 0.0f, l3 = 0.0f;
+            for (int j = ulo; j < uhi; j++) l0 += ps[0][j], l1 += ps[1][j], l2 += ps[2][j],
+                                            l3 += ps[3][j];
+            const float ls[4] = {l0, l1, l2, l3};
+            for (int r = 0; r < n4; r++) lsum[tk[r]] = ls[r];
+        }
+#else
         for (int task = t; task < MH; task += nt) {  // 2
             const float* br = bias + (size_t)(task / H) * S; float* s = P + (size_t)task * S;
             __m512 mv = _mm512_set1_ps(-INFINITY); int lo = S, hi = 0, j = 0;
@@ -514,6 +646,7 @@ static void attend_cache(const float* q, const float* kc, const float* vc, const
             }
             lsum[task] = l; jlo[task] = lo; jhi[task] = hi;
         }
+#endif
         #pragma omp barrier
         const int nc = hd / 16 / CW, n3 = B * Hkv * nc;
         for (int i = (int)((long)n3 * t / nt); i < (int)((long)n3 * (t + 1) / nt); i++) {  // 3
@@ -639,7 +772,7 @@ static void layer_impl(float* x, const float* e, const float* w_hn, int M, int T
     norm_rows(x, w[5], h, M, d, d, eps);
     mm(h, w, qs, qo, G, bits, 6, g, M, I, d, threads);
     mm(h, w, qs, qo, G, bits, 7, u, M, I, d, threads);
-    for (size_t i = 0; i < (size_t)M * I; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    silu_mul(g, u, (size_t)M * I);
     mm(g, w, qs, qo, G, bits, 8, h, M, d, I, threads);
     for (size_t i = 0; i < (size_t)M * d; i++) x[i] += h[i];
 }
@@ -715,9 +848,9 @@ def build_kernel(cc:str, out:Path,
 # %% ../nbs/04a_kernel.ipynb #kn000009
 def load_kernel(path:Path): # a library `build_kernel` wrote
     """Its `rows_mm` as a ctypes function, with `rows_mm_q8` as `.q8`, `rows_mm_q4` as `.q4`,
-    `llama_layer` as `.layer`, `feature_layer` as `.feature` and `head_argmax` as `.argmax` (None
-    where the build has none: it needs AVX-512 VNNI); raises `OSError` if the library does not
-    load."""
+    `llama_layer` as `.layer`, `feature_layer` as `.feature`, `exp_rows` as `.exp` (`.exp.lanes`:
+    16 or 1) and `head_argmax` as `.argmax` (None where the build has none: it needs AVX-512 VNNI);
+    raises `OSError` if the library does not load."""
     lib = ctypes.CDLL(str(path))
     fn, fn.q8, fn.q4 = lib.rows_mm, lib.rows_mm_q8, lib.rows_mm_q4
     fn.layer, fn.feature = lib.llama_layer, lib.feature_layer
@@ -730,6 +863,9 @@ def load_kernel(path:Path): # a library `build_kernel` wrote
                          + [I] + [P] * 3 + [I])
     fn.feature.restype = None
     fn.feature.argtypes = [P] * 3 + fn.layer.argtypes[1:]
+    fn.exp = lib.exp_rows
+    fn.exp.restype, fn.exp.argtypes = None, [P, P, ctypes.c_longlong]
+    fn.exp.lanes = lib.exp_lanes()
     try: fn.argmax = lib.head_argmax
     except AttributeError: fn.argmax = None
     if fn.argmax is not None:
