@@ -597,7 +597,7 @@ static void attend_cache(const float* q, const float* kc, const float* vc, const
             for (int task = t0; task < MH && n4 < 4; task += nt) {
                 const float* br = bias + (size_t)(task / H) * S; float* s = P + (size_t)task * S;
                 int lo, hi; const float mx = open_max(s, br, S, &lo, &hi);
-                if (mx == -INFINITY || lo > hi) lo = hi = 0;  // nothing to attend: zeros
+                if (mx == -INFINITY) lo = hi = 0;  // nothing to attend: zeros
                 __builtin_memset(s, 0, (size_t)lo * 4);
                 __builtin_memset(s + hi, 0, (size_t)(S - hi) * 4);
                 const __m512 mxv = _mm512_set1_ps(mx);
@@ -624,23 +624,9 @@ static void attend_cache(const float* q, const float* kc, const float* vc, const
 #else
         for (int task = t; task < MH; task += nt) {  // 2
             const float* br = bias + (size_t)(task / H) * S; float* s = P + (size_t)task * S;
-            __m512 mv = _mm512_set1_ps(-INFINITY); int lo = S, hi = 0, j = 0;
-            for (; j + 16 <= S; j += 16) {  // the open slots' largest score, the first and last
-                const __mmask16 open = open16(br + j);
-                if (!open) continue;
-                mv = _mm512_mask_max_ps(mv, open, mv, _mm512_loadu_ps(s + j));
-                if (lo == S) lo = j + __builtin_ctz(open);
-                hi = j + 32 - __builtin_clz((unsigned)open);
-            }
-            float mx = _mm512_reduce_max_ps(mv), l = 0.0f;
-            for (; j < S; j++) {
-                if (br[j] < -1e37f) continue;
-                if (s[j] > mx) mx = s[j];
-                if (lo == S) lo = j;
-                hi = j + 1;
-            }
+            int lo, hi; float l = 0.0f; const float mx = open_max(s, br, S, &lo, &hi);
             if (mx == -INFINITY) lo = S, hi = 0;  // nothing to attend (a padding row): zeros
-            for (j = 0; j < S; j++) {
+            for (int j = 0; j < S; j++) {
                 if (j < lo || j >= hi || br[j] < -1e37f) { s[j] = 0.0f; continue; }
                 const float p = expf(s[j] - mx); s[j] = p; l += p;
             }
