@@ -127,6 +127,13 @@ typedef struct { const float* w; const void* q; const float* s; const float* o; 
 #if !defined(AHEAD)  // -DAHEAD=0: none
 #define AHEAD 8
 #endif
+// ... with the hint that keeps the lines in every cache level (3, prefetcht0): the same weights are
+// read again at the next forward, and lines asked for as used once (0, prefetchnta) leave the outer
+// caches, so every forward read them from memory again (measured: *Prefetches that keep the
+// weights*; -DPF_KEEP=0 builds the hint used before)
+#if !defined(PF_KEEP)
+#define PF_KEEP 3
+#endif
 static inline __attribute__((always_inline)) void fblock(
         const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K) {
     ACC_INIT
@@ -161,7 +168,7 @@ static inline __attribute__((always_inline)) void q8block(
             v16 wv[4];
             for (int j = 0; j < nb; j++) {
                 const signed char* qr = (const signed char*)W.q + (size_t)(n + j) * K + k;
-                if (AHEAD && mb <= 4 && !(k & 63)) __builtin_prefetch(qr + AHEAD * K, 0, 0);
+                if (AHEAD && mb <= 4 && !(k & 63)) __builtin_prefetch(qr + AHEAD * K, 0, PF_KEEP);
                 wv[j] = widen(qr) * sg[j] + og[j];
             }
             ACC_ADD(wv, 0)
@@ -183,7 +190,8 @@ static inline __attribute__((always_inline)) void q4block(
             for (int j = 0; j < nb; j++) {
                 const unsigned char* qr =
                     (const unsigned char*)W.q + (size_t)(n + j) * (K / 2) + k / 2;
-                if (AHEAD && mb <= 4 && !(k & 127)) __builtin_prefetch(qr + AHEAD * (K / 2), 0, 0);
+                if (AHEAD && mb <= 4 && !(k & 127))
+                    __builtin_prefetch(qr + AHEAD * (K / 2), 0, PF_KEEP);
                 q4_widen(qr, t[j], &lo[j], &hi[j]);
             }
             ACC_ADD(lo, 0) ACC_ADD(hi, 16)
@@ -241,6 +249,9 @@ void rows_mm_q4(const float* x, const unsigned char* q, const float* s, const fl
 // rounding). Then rows_mm_q8's own sum (q8block: the same bits) for each output whose upper bound
 // reaches the highest lower bound: y's argmax, the first of equals. best[m] = -1 where x is not
 // finite or too large (the caller takes every y then).
+#if !defined(HEAD_AHEAD)  // the head's weight rows asked for this many rows early
+#define HEAD_AHEAD 16
+#endif
 static inline __attribute__((always_inline)) void approx_span(
         const int mb, const signed char* q, const float* s, const unsigned char* hb,
         const unsigned char* lb, const float* rs, const float* sx, float* ap, int n0, int n1,
@@ -254,7 +265,8 @@ static inline __attribute__((always_inline)) void approx_span(
         for (int c = 0; c < KC; c++) {
             // lanes 0-7 sum group 2c, lanes 8-15 group 2c + 1
             __m512i w = _mm512_loadu_si512(qi + 64 * c);
-            __builtin_prefetch(qi + (size_t)4 * K + 64 * c, 0, 0);  // 4 rows ahead (measured)
+            // HEAD_AHEAD rows ahead, kept (PF_KEEP; measured: *Prefetches that keep the weights*)
+            __builtin_prefetch(qi + (size_t)HEAD_AHEAD * K + 64 * c, 0, PF_KEEP);
             __m512 dl = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(si[2 * c]),
                                              _mm512_set1_ps(si[2 * c + 1]));
             for (int m = 0; m < mb; m++) {
