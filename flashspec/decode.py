@@ -220,22 +220,43 @@ class ModelDrafter(TreeDrafter):
 
 # %% ../nbs/07_decode.ipynb #857e9db3
 class PromptLookupDrafter(Drafter):
-    "Propose the continuation of the latest earlier match of the context's final n-gram."
+    """Propose the continuation of the latest earlier match of the context's final n-gram (the
+    longest n first)."""
     proposal = "delta"
     def __init__(self, depth:int=6, max_ngram:int=3, min_ngram:int=1):
+        if not 1 <= min_ngram <= max_ngram or depth < 1:
+            raise ValueError(
+                f"PromptLookupDrafter needs 1 <= min_ngram <= max_ngram and depth >= 1, not"
+                f" min_ngram={min_ngram}, max_ngram={max_ngram}, depth={depth}.")
         self.depth, self.max_ngram, self.min_ngram = depth, max_ngram, min_ngram
         self.max_nodes = depth + 1
+        self._seen = None  # the context the index below was brought up to (a copy)
+
+    def start(self, prompt, max_len): self._seen = None
+
+    def _extend(self, context:torch.Tensor) -> list:
+        """`context` as a list, with `self._last[n]` (each n-gram -> its latest start that a token
+        follows) brought up to it: only the new tokens' n-grams where `context` extends the one
+        seen last (a round's commit), all of them otherwise."""
+        L, held = len(context), self._seen
+        if held is None or len(held) > L or not torch.equal(context[:len(held)], held):
+            held, self._ctx = context[:0], []
+            self._last = {n: {} for n in range(self.min_ngram, self.max_ngram + 1)}
+        self._ctx += context[len(held):].tolist()
+        ctx, self._seen = self._ctx, context.clone()
+        for n, last in self._last.items():
+            # starts up to L - n - 1 have a token after them; those past len(held) - n - 1 are new
+            for s in range(max(len(held) - n, 0), L - n): last[tuple(ctx[s:s + n])] = s
+        return ctx
 
     def propose(self, context, sampling, generator=None, hidden=None):
-        ctx = context.tolist()
+        ctx = self._extend(context)  # a round's cost: its new tokens, not the whole context
         for n in range(min(self.max_ngram, len(ctx) - 1), self.min_ngram - 1, -1):
-            tail = ctx[-n:]
-            for s in range(len(ctx) - n - 1, -1, -1):  # latest match first
-                if ctx[s:s + n] == tail:
-                    cont = ctx[s + n:s + n + self.depth]
-                    if cont:
-                        return Draft(compile_tree(tuple((0,) * d for d in range(1, len(cont) + 1))),
-                                     torch.tensor(ctx[-1:] + cont))
+            s = self._last[n].get(tuple(ctx[-n:]))  # the latest earlier match
+            if s is not None:
+                cont = ctx[s + n:s + n + self.depth]  # at least one token
+                return Draft(compile_tree(tuple((0,) * d for d in range(1, len(cont) + 1))),
+                             torch.tensor(ctx[-1:] + cont))
         return super().propose(context, sampling, generator, hidden)
 
 # %% ../nbs/07_decode.ipynb #102b15a6

@@ -107,7 +107,9 @@ class FusedRound:
         self.res = torch.zeros(B, 2 * self.M + 1, dtype=torch.long, device=dev)
         self.chain = torch.zeros(B, chain, dtype=torch.long, device=dev)  # set by the host
         self.chain_idx = torch.tensor(chain_nodes, dtype=torch.long, device=dev)
-        self.lookup = PromptLookupDrafter(depth=chain, max_ngram=4, min_ngram=3) if chain else None
+        # one per row: each keeps its row's n-gram index, grown by the tokens its rounds commit
+        self.lookups = [PromptLookupDrafter(depth=chain, max_ngram=4, min_ngram=3)
+                        for _ in range(B if chain else 0)]
         self.n_host = [0] * B  # committed tokens of the live rows, on the host (0: idle)
         if fd is not None:
             self.feats = torch.zeros(B, self.M, len(self.layers) * fd.d, dtype=dt, device=dev)
@@ -260,7 +262,7 @@ def _step(self, contexts:list|None=None, # per row: its committed tokens (the ch
         chains = [[0] * self.C] * self.B
         for b in live:
             ctx = contexts[b]
-            cont = self.lookup.propose(torch.tensor(ctx), None).tokens[1:].tolist()
+            cont = self.lookups[b].propose(torch.tensor(ctx), None).tokens[1:].tolist()
             cont = cont or ctx[-1:]  # no match: a filler
             chains[b] = (cont + cont[-1:] * self.C)[:self.C]
         self.chain.copy_(torch.tensor(chains))
