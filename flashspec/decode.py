@@ -232,7 +232,9 @@ class PromptLookupDrafter(Drafter):
         self.max_nodes = depth + 1
         self._seen = None  # the context the index below was brought up to (a copy)
 
-    def start(self, prompt, max_len): self._seen = None
+    def start(self, prompt, max_len):
+        "A new request: the index is built afresh at its first `propose`."
+        self._seen = None
 
     def _extend(self, context:torch.Tensor) -> list:
         """`context` as a list, with `self._last[n]` (each n-gram -> its latest start that a token
