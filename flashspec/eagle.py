@@ -16,7 +16,7 @@ from .tree import TreeConfig, tree_bias, batch_trees
 from .decode import Drafter, TreeDrafter
 from .engine import Products
 from .kernel import (
-    feature_layer, feature_layer_args, fresh_args, layer_kernel_on, rows_kernel)
+    feature_step, feature_step_args, fresh_args, layer_kernel_on, rows_kernel)
 from .kernel import dequantize_q8, draft_copy, draft_int8_on, rows_q8
 from .quant import INT8_GROUP, int8_groups
 
@@ -510,24 +510,32 @@ class FeatureDrafter(TreeDrafter):
                 ):
         super().__init__(tree, None if len(fd.vocab) == fd.V else fd.vocab, fd.V, min_prob)
         self.fd, self.feature_layers = fd, fd.layers
-        self._c_held = None  # `feature_layer_args` of the network (`fresh_args`)
+        self._c_held = None  # `feature_step_args` of the network (`fresh_args`)
         # its rounds' products through 4-bit or int8 copies (`draft_copy`; the C layer's alike)
         self.copies = draft_int8_on()
 
     def _c_args(self, rows:int) -> dict|None:
-        """The network's `feature_layer_args` where `rows` rows run its layer in C (fp32 on the
-        CPU, at most 32 rows, the kernel built), else None (its PyTorch form)."""
+        """The network's `feature_step_args` where `rows` rows run its step in C (fp32 on the CPU,
+        at most 32 rows, the kernel built), else None (its PyTorch form)."""
         if (rows > 32 or self.K.dtype != torch.float32 or self.K.device.type != "cpu"
                 or torch.is_grad_enabled() or not layer_kernel_on() or rows_kernel() is None):
             return None
-        read = lambda: [a] if (a := feature_layer_args(self.fd)) else False
+        read = lambda: [a] if (a := feature_step_args(self.fd)) else False
         self._c_held = fresh_args(self._c_held, read)
         return self._c_held[0][0] if self._c_held[0] else None
 
-    def _layer(self, c, g, toks, pos, slots, bias):  # (1, T, d) hidden, tokens, positions ...
-        "The network's layer over T entries in C: writes their keys and values, `(1, T, d)` out."
-        cos, sin = self.fd.target_parts["rotary"](g, pos)
-        return feature_layer(c, g, self.fd.embed(toks), cos, sin, self.K, self.Vc, slots, bias)
+    def _step(self, c, x, toks, pos, slots, bias=None, fc=True):
+        """One `feature_step` over T entries (C): x (T, F) features (or, `fc` False, (T, d) hidden
+        states), toks, pos, slots (T,); writes their keys and values, returns `(out (1, T, d), (T
+        or 1, S) logits)` (all rows' where a bias is given: a tree level)."""
+        if self._rope is None:  # (S, hd) cos and sin of every slot's position, once a request
+            cos, sin = self.fd.target_parts["rotary"](self.K, torch.arange(self.S)[None])
+            self._rope = cos[0].contiguous(), sin[0].contiguous()
+        cos, sin = self._rope
+        out, lg, self._work = feature_step(
+            c, x, self.fd.embed(toks).float(), cos[pos], sin[pos], self.K, self.Vc, slots, bias,
+            all_rows=bias is not None, fc=fc, work=self._work)
+        return out[None], lg
 
     def start(self, prompt, max_len):
         fd = self.fd
@@ -535,8 +543,9 @@ class FeatureDrafter(TreeDrafter):
         # (1, H_kv, S, hd)
         self.K = fd.head_w.new_zeros(1, fd.Hkv, S, fd.hd); self.Vc = torch.zeros_like(self.K)
         self.n, self.S = 0, S  # entries 0 .. n-1 are committed
-        self._last = None  # (hidden, token, position) of the last committed entry (the C form)
+        self._last = None  # (features, token, position) of the last committed entry (the C form)
         self._later = []  # features of rounds deferred (`defer`), taken in at the next root
+        self._rope, self._work = None, None  # the C step's rotary table and scratch
 
     def defer(self, context, hidden) -> bool:
         "Keeps the new features for the next `root_logits` (the network runs then, over all)."
@@ -561,22 +570,21 @@ class FeatureDrafter(TreeDrafter):
         if n < 2: return None  # a one-token prompt: no features yet, a plain step
         dev = self.K.device
         c = self._c_args(max(m, 1))
+        self._bias = None  # the tree's, built at the first `node_logits` (none below depth 1)
         if c is not None and (m or self._last is not None):
-            # in C: the new entries (or the last one again: the same keys and values rewritten),
-            # each attending the committed entries up to itself; the last one's output is the
-            # root's producer
+            # in C, one call: fc over the new entries' features (or the last one's again: the same
+            # keys and values rewritten), the layer, each entry attending the committed ones up to
+            # itself, then the last one's logits; its output is the root's producer
             if m:
-                g = fd.lin(fd.fc, hidden[None].to(dev, fd.head_w.dtype), self.copies)  # (1, m, d)
-                toks = context[self.n + 1:self.n + 1 + m][None]
-                pos = torch.arange(self.n, self.n + m)[None]
-                self.n, self._last = n - 1, (g[:, -1:], toks[:, -1:], pos[:, -1:])
-            else: g, toks, pos = self._last
-            T, p0 = g.shape[1], int(pos[0, 0])
-            # (T, S): row r sees the entries up to its own, p0 + r
-            seen = torch.arange(self.S) <= p0 + torch.arange(T)[:, None]
-            bias = torch.zeros(1, 1, T, self.S).masked_fill_(~seen, torch.finfo(self.K.dtype).min)
-            self._out = {0: self._layer(c, g, toks, pos, pos[0], bias)[:, -1:]}
-        elif m:
+                f = hidden.to(torch.float32).contiguous()                   # (m, F)
+                toks = context[self.n + 1:self.n + 1 + m]
+                pos = torch.arange(self.n, self.n + m)  # entry p pairs feature p with token p + 1
+                self.n, self._last = n - 1, (f[-1:], toks[-1:], pos[-1:])
+            else: f, toks, pos = self._last
+            out, lg = self._step(c, f, toks, pos, pos)
+            self._out = {0: out[:, -1:]}
+            return lg[0]
+        if m:
             self._last = None
             p0 = self.n
             g = fd.lin(fd.fc, hidden[None].to(dev, fd.head_w.dtype), self.copies)
@@ -586,12 +594,10 @@ class FeatureDrafter(TreeDrafter):
             self.K[:, :, p0:p0 + m], self.Vc[:, :, p0:p0 + m] = k, v
             self.n = n - 1
             self._g_last, self._q_last = g[:, -1:], q[:, :, -1:]
-        if c is None or not (m or self._last is not None):
-            bias = torch.zeros(1, 1, 1, self.S, dtype=self.K.dtype, device=dev)
-            bias[..., self.n:] = torch.finfo(self.K.dtype).min  # the committed entries
-            # the root's producer: (1, 1, d)
-            self._out = {0: fd.finish(self._g_last, self._attend(self._q_last, bias), self.copies)}
-        self._bias = None  # the tree's, built at the first `node_logits` (none below depth 1)
+        bias = torch.zeros(1, 1, 1, self.S, dtype=self.K.dtype, device=dev)
+        bias[..., self.n:] = torch.finfo(self.K.dtype).min  # the committed entries
+        # the root's producer: (1, 1, d)
+        self._out = {0: fd.finish(self._g_last, self._attend(self._q_last, bias), self.copies)}
         return fd.logits(self._out[0])[0, 0]
 
     def round_bias(self):
@@ -615,13 +621,15 @@ class FeatureDrafter(TreeDrafter):
         pos = (n - 2 + t.depth[idx]).to(dev)[None]  # a depth-d node sits at n - 2 + d
         slots = (self.n - 1 + idx).to(dev)  # node i is entry n - 2 + i
         c = self._c_args(len(nodes))
-        if c is not None:
-            out = self._layer(c, g, toks[idx][None], pos, slots, self.round_bias()[:, :, idx])
-        else:
-            q, k, v = fd.qkv(g, toks[idx][None].to(dev), pos, self.copies)
-            self.K[:, :, slots], self.Vc[:, :, slots] = k, v
-            # (1, T, d)
-            out = fd.finish(g, self._attend(q, self.round_bias()[:, :, idx]), self.copies)
+        if c is not None:  # (1, T, d), (T, S)
+            out, lg = self._step(c, g[0], toks[idx], pos[0], slots,
+                                 self.round_bias()[0, 0, idx].contiguous(), fc=False)
+            for j, i in enumerate(nodes): self._out[i] = out[:, j:j + 1]
+            return lg
+        q, k, v = fd.qkv(g, toks[idx][None].to(dev), pos, self.copies)
+        self.K[:, :, slots], self.Vc[:, :, slots] = k, v
+        # (1, T, d)
+        out = fd.finish(g, self._attend(q, self.round_bias()[:, :, idx]), self.copies)
         for j, i in enumerate(nodes): self._out[i] = out[:, j:j + 1]
         return fd.logits(out)[0]
 

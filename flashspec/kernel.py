@@ -16,7 +16,8 @@ __all__ = ['ROWS_SRC', 'LAYER_SRC', 'KERNEL_FLAGS', 'LAYER_NORMS', 'c_compiler',
            'pack_q4', 'unpack_q4', 'rows_q8', 'exact_int8_on', 'exact_int4_on', 'int8_copy', 'int4_copy',
            'draft_int8_on', 'draft_int8_copy', 'draft_int4_on', 'draft_int4_copy', 'draft_copy', 'nearest_q4',
            'layer_args', 'feature_layer_args', 'modules_changed', 'layer_args_valid', 'fresh_args', 'layer_kernel_on',
-           'layers_ok', 'llama_layers', 'feature_layer', 'head_argmax_on', 'argmax_copy', 'head_argmax']
+           'layers_ok', 'llama_layers', 'feature_layer', 'feature_step_args', 'feature_step', 'head_argmax_on',
+           'argmax_copy', 'head_argmax']
 
 # %% ../nbs/04a_kernel.ipynb #kn000006
 ROWS_SRC = r"""
@@ -800,6 +801,45 @@ void feature_layer(float* x, const float* e, const float* w_hn, int M, int T, in
     layer_impl(x, e, w_hn, M, T, d, I, H, Hkv, hd, eps, scale, w, bs, qs, qo, G, bits, cs, sn, kc,
                vc, S, slots, bias, work, threads);
 }
+// y (M, N) = x (M, K) @ w^T: fp32 rows w where q is NULL, else `bits`-bit q (8: int8, 4: packed)
+// with scales s and offsets o per G inputs
+static void prod(const float* x, const float* w, const void* q, const float* s, const float* o,
+                 int G, int bits, float* y, int M, int N, int K, int threads) {
+    if (!q) rows_mm(x, w, y, M, N, K, threads);
+    else if (bits == 4) rows_mm_q4(x, (const unsigned char*)q, s, o, y, M, N, K, G, threads);
+    else rows_mm_q8(x, (const signed char*)q, s, o, y, M, N, K, G, threads);
+}
+// A feature drafter's whole step in one call: where f is given, x (M, d) = fc(f) (f (M, fin) the
+// target's features; fc fp32 rows fw, or fq of fbits bits with fs, fo per fG inputs), else x holds
+// the hidden states; then feature_layer over x in place (bias NULL: row m attends slots 0 ..
+// slots[m], a causal prefix); then the final norm (w_norm, neps) of the last row (all_rows: of
+// every row) and its logits (Sv, d) head rows (hw fp32, or hq of hbits bits with hs, ho per hG).
+// scratch: feature_layer's, then M * S (the causal bias) and M * d floats
+void feature_step(const float* f, int fin, const float* fw, const void* fq, const float* fs,
+                  const float* fo, int fG, int fbits,
+                  float* x, const float* e, const float* w_hn, int M, int T, int d, int I, int H,
+                  int Hkv, int hd, float eps, float scale, const float* const* w,
+                  const float* const* bs, const float* const* qs, const float* const* qo, int G,
+                  int bits, const float* cs, const float* sn, float* kc, float* vc, int S,
+                  const int64_t* slots, const float* bias,
+                  const float* w_norm, float neps, const float* hw, const void* hq,
+                  const float* hs, const float* ho, int hG, int hbits, int Sv, int all_rows,
+                  float* logits, float* work, int threads) {
+    const size_t ts = (size_t)threads * S, ms = (size_t)M * H * (S + 3);
+    float* cb = work + (size_t)M * (2 * d + 2 * (H + Hkv) * hd + 2 * I) + (ts > ms ? ts : ms);
+    float* nx = cb + (size_t)M * S;
+    if (f) prod(f, fw, fq, fs, fo, fG, fbits, x, M, d, fin, threads);
+    if (!bias) {  // the lowest float, as the callers' biases mask (attention skips below -1e37)
+        for (int m = 0; m < M; m++) for (int j = 0; j < S; j++)
+            cb[(size_t)m * S + j] = j <= slots[m] ? 0.0f : -3.4028234663852886e38f;
+        bias = cb;
+    }
+    layer_impl(x, e, w_hn, M, T, d, I, H, Hkv, hd, eps, scale, w, bs, qs, qo, G, bits, cs, sn, kc,
+               vc, S, slots, bias, work, threads);
+    const int r0 = all_rows ? 0 : M - 1;
+    norm_rows(x + (size_t)r0 * d, w_norm, nx, M - r0, d, d, neps);
+    prod(nx, hw, hq, hs, ho, hG, hbits, logits, M - r0, Sv, d, threads);
+}
 """
 
 # %% ../nbs/04a_kernel.ipynb #kn000008
@@ -846,9 +886,9 @@ def build_kernel(cc:str, out:Path,
 # %% ../nbs/04a_kernel.ipynb #kn000009
 def load_kernel(path:Path): # a library `build_kernel` wrote
     """Its `rows_mm` as a ctypes function, with `rows_mm_q8` as `.q8`, `rows_mm_q4` as `.q4`,
-    `llama_layer` as `.layer`, `feature_layer` as `.feature`, `exp_rows` as `.exp` (`.exp.lanes`:
-    16 or 1) and `head_argmax` as `.argmax` (None where the build has none: it needs AVX-512 VNNI);
-    raises `OSError` if the library does not load."""
+    `llama_layer` as `.layer`, `feature_layer` as `.feature`, `feature_step` as `.step`, `exp_rows`
+    as `.exp` (`.exp.lanes`: 16 or 1) and `head_argmax` as `.argmax` (None where the build has
+    none: it needs AVX-512 VNNI); raises `OSError` if the library does not load."""
     lib = ctypes.CDLL(str(path))
     fn, fn.q8, fn.q4 = lib.rows_mm, lib.rows_mm_q8, lib.rows_mm_q4
     fn.layer, fn.feature = lib.llama_layer, lib.feature_layer
@@ -861,6 +901,10 @@ def load_kernel(path:Path): # a library `build_kernel` wrote
                          + [I] + [P] * 3 + [I])
     fn.feature.restype = None
     fn.feature.argtypes = [P] * 3 + fn.layer.argtypes[1:]
+    fn.step = lib.feature_step
+    fn.step.restype, Fl = None, ctypes.c_float
+    fn.step.argtypes = ([P, I, P, P, P, P, I, I] + fn.feature.argtypes[:-2]
+                        + [P, Fl, P, P, P, P, I, I, I, I, P, P, I])
     fn.exp = lib.exp_rows
     fn.exp.restype, fn.exp.argtypes = None, [P, P, ctypes.c_longlong]
     fn.exp.lanes = lib.exp_lanes()
@@ -872,8 +916,9 @@ def load_kernel(path:Path): # a library `build_kernel` wrote
 
 def rows_kernel(refresh:bool=False): # look again (after changing `$CC` or `FLASHSPEC_KERNEL`)
     """The compiled `rows_mm` (a ctypes function; its library's `rows_mm_q8` is its `.q8`,
-    `rows_mm_q4` its `.q4`, `llama_layer` its `.layer`, `feature_layer` its `.feature`), built on
-    first use; None where it cannot be (see `kernel_status`)."""
+    `rows_mm_q4` its `.q4`, `llama_layer` its `.layer`, `feature_layer` its `.feature`,
+    `feature_step` its `.step`), built on first use; None where it cannot be (see
+    `kernel_status`)."""
     if "fn" in _KERNEL and not refresh: return _KERNEL["fn"]
     _KERNEL.update(fn=None)
     cc = c_compiler()
@@ -1299,6 +1344,80 @@ def feature_layer(a:dict, # `feature_layer_args` of the drafter's network
     e = e.reshape(B * T, d).float().contiguous()
     _call(rows_kernel().feature, a, x, B * T, T, ins, K, V, e.data_ptr(), a["hn"])
     return x.view(B, T, d)
+
+def _rows_ptrs(w:torch.Tensor, # (N, K) fp32 rows
+               c:tuple|None, # their copy `(q, s, o)` (int8, or packed 4-bit), or None: w itself
+              ) -> tuple:
+    "`(w, q, s, o, G, bits)` of one product, as `feature_step` reads it."
+    if c is None: return (w.data_ptr(), None, None, None, 0, 0)
+    q, s, o = c
+    return (w.data_ptr(), q.data_ptr(), s.data_ptr(), o.data_ptr(), w.shape[1] // s.shape[1],
+            4 if q.dtype == torch.uint8 else 8)
+
+def feature_step_args(net) -> dict|None:
+    """What `feature_step` needs of a feature drafter's network (a `FeatureDraft`), read once:
+    `feature_layer_args`, and its `fc` (its drafter copy, `draft_copy`, where it has one, else its
+    fp32 weight), the target's final norm and the head rows (`net.head_q8()`, the exact int8 rows,
+    where it holds them, else the fp32 `head_w`); None where it does not apply."""
+    a = feature_layer_args(net)
+    fc, norm, hw = net.fc, net.target_parts["norm"], net.head_w
+    if (a is None or type(fc) is not torch.nn.Linear or fc.bias is not None
+            or not _fp32_cpu(fc.weight) or fc.out_features != a["d"]
+            or type(norm).__name__ not in LAYER_NORMS or not hasattr(norm, "variance_epsilon")
+            or not _fp32_cpu(norm.weight) or not _fp32_cpu(hw) or hw.shape[1] != a["d"]):
+        return None
+    c, h = draft_copy(fc), net.head_q8()
+    keep = (fc.weight, norm.weight, hw) + (c or ()) + (h or ())
+    return dict(
+        a, fc=_rows_ptrs(fc.weight, c), fin=fc.in_features, head=_rows_ptrs(hw, h),
+        Sv=hw.shape[0], nw=norm.weight.data_ptr(), neps=float(norm.variance_epsilon),
+        keep=a["keep"] + keep, ptrs=a["ptrs"] + tuple(t.data_ptr() for t in keep),
+        # the copied fc's weight and its version, with the layer's (an in-place change)
+        src=a["src"] + ((fc.weight,) if c else ()),
+        versions=a["versions"] + ((fc.weight._version,) if c else ()))
+
+def feature_step(a:dict, # `feature_step_args` of the drafter's network
+                 x:torch.Tensor, # (T, fin) the target's features, or (T, d) hidden states (`fc`)
+                 e:torch.Tensor, # (T, d) the embeddings of the tokens paired with them
+                 cos:torch.Tensor, sin:torch.Tensor, # (T, hd) the rotary embedding's
+                 K:torch.Tensor, V:torch.Tensor, # the drafter's (1, Hkv, S, hd) cache
+                 slots:torch.Tensor, # (T,) where the rows' keys and values go
+                 # (T, S) additive attention bias; None: row t attends slots 0 .. slots[t]
+                 bias:torch.Tensor|None=None,
+                 all_rows:bool=False, # every row's logits (else the last row's)
+                 fc:bool=True, # x is features, through fc (else hidden states, as they are)
+                 work:torch.Tensor|None=None, # scratch, used where large enough
+                ) -> tuple:
+    """A feature drafter's step through `feature_step` (C): one call for `fc` (with `fc`), the layer
+    (keys and values written into K, V), the final norm and the head. Returns `(out (T, d) the
+    layer's output, logits (T or 1, Sv), the scratch used)`."""
+    (T, fx), d, hd, S = x.shape, a["d"], a["hd"], K.shape[2]
+    if not 1 <= T <= 32 or fx != (a["fin"] if fc else d) or not all(
+            _fp32_cpu(t) for t in (x, e, cos, sin, K, V)):
+        raise ValueError(f"feature_step needs 1-32 contiguous fp32 rows of {a['fin'] if fc else d}"
+                         f" on the CPU, not {tuple(x.shape)} {x.dtype}.")
+    if ((tuple(e.shape), tuple(cos.shape), tuple(sin.shape)) != ((T, d), (T, hd), (T, hd))
+            or any(tuple(t.shape) != (1, a["Hkv"], S, hd) for t in (K, V))
+            or tuple(slots.shape) != (T,) or (bias is not None and (
+                tuple(bias.shape) != (T, S) or not _fp32_cpu(bias)))):
+        raise ValueError("feature_step: embeddings, rotary rows, cache, slots or bias of the"
+                         " wrong shape.")
+    sl = slots.to(torch.int64).contiguous()
+    s = sl.numpy()  # read on the host as it is (a CPU tensor)
+    if s.min() < 0 or s.max() >= S: raise ValueError(f"Slots outside the cache's {S}.")
+    th = torch.get_num_threads()
+    need = (T * (2 * d + 2 * (a["H"] + a["Hkv"]) * hd + 2 * a["I"])
+            + max(th * S, T * a["H"] * (S + 3)) + T * S + T * d)
+    if work is None or work.numel() < need: work = torch.empty(need)
+    out = torch.empty(T, d) if fc else x.clone()
+    logits = torch.empty(T if all_rows else 1, a["Sv"])
+    rows_kernel().step(
+        x.data_ptr() if fc else None, a["fin"], *a["fc"], out.data_ptr(), e.data_ptr(),
+        a["hn"], T, T, d, a["I"], a["H"], a["Hkv"], hd, a["eps"], a["scale"], a["w"], a["b"],
+        a["qs"], a["qo"], a["G"], a["bits"], cos.data_ptr(), sin.data_ptr(), K.data_ptr(),
+        V.data_ptr(), S, sl.data_ptr(), None if bias is None else bias.data_ptr(), a["nw"],
+        a["neps"], *a["head"], a["Sv"], int(all_rows), logits.data_ptr(), work.data_ptr(), th)
+    return out, logits, work
 
 # %% ../nbs/04a_kernel.ipynb #ka000002
 def head_argmax_on() -> bool:
