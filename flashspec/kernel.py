@@ -16,8 +16,8 @@ __all__ = ['ROWS_SRC', 'LAYER_SRC', 'KERNEL_FLAGS', 'LAYER_NORMS', 'c_compiler',
            'pack_q4', 'unpack_q4', 'rows_q8', 'exact_int8_on', 'exact_int4_on', 'int8_copy', 'int4_copy',
            'draft_int8_on', 'draft_int8_copy', 'draft_int4_on', 'draft_int4_copy', 'draft_copy', 'nearest_q4',
            'layer_args', 'feature_layer_args', 'modules_changed', 'layer_args_valid', 'fresh_args', 'layer_kernel_on',
-           'layers_ok', 'llama_layers', 'feature_layer', 'feature_step_args', 'feature_step', 'head_argmax_on',
-           'argmax_copy', 'head_argmax']
+           'layers_ok', 'llama_layers', 'stack_on', 'feature_layer', 'feature_step_args', 'feature_step',
+           'head_argmax_on', 'argmax_copy', 'head_argmax']
 
 # %% ../nbs/04a_kernel.ipynb #kn000006
 ROWS_SRC = r"""
@@ -791,6 +791,24 @@ void llama_layer(float* x, int M, int T, int d, int I, int H, int Hkv, int hd, f
     layer_impl(x, 0, 0, M, T, d, I, H, Hkv, hd, eps, scale, w, bs, qs, qo, G, bits, cs, sn, kc, vc,
                S, slots, bias, work, threads);
 }
+// Every decoder layer of a forward in one call, llama_layer's arguments per layer from arrays: ip
+// (L, 7) ints d, I, H, Hkv, hd, G, bits; fp (L, 2) eps, scale; w, bs, qs, qo (L,) each layer's
+// pointer lists; kc, vc (L,) its cache buffers; keep (L,) where layer i's input (M, d) is copied
+// (NULL: not). The layers' sizes alike (one scratch for all).
+void llama_stack(float* x, int M, int T, int L, const int* ip, const float* fp,
+                 const float* const* const* w, const float* const* const* bs,
+                 const float* const* const* qs, const float* const* const* qo, const float* cs,
+                 const float* sn, float* const* kc, float* const* vc, int S,
+                 const int64_t* slots, const float* bias, float* const* keep, float* work,
+                 int threads) {
+    for (int i = 0; i < L; i++) {
+        const int* p = ip + 7 * i;
+        if (keep[i]) __builtin_memcpy(keep[i], x, (size_t)M * p[0] * sizeof(float));
+        layer_impl(x, 0, 0, M, T, p[0], p[1], p[2], p[3], p[4], fp[2 * i], fp[2 * i + 1], w[i],
+                   bs[i], qs ? qs[i] : 0, qo ? qo[i] : 0, p[5], p[6], cs, sn, kc[i], vc[i], S,
+                   slots, bias, work, threads);
+    }
+}
 // the same for a feature drafter's layer: e (M, d) embeddings, w_hn the hidden state's norm;
 // scratch: M * (2 d + 2 (H + Hkv) hd + 2 I) + max(threads S, M H (S + 3)) floats
 void feature_layer(float* x, const float* e, const float* w_hn, int M, int T, int d, int I, int H,
@@ -886,7 +904,8 @@ def build_kernel(cc:str, out:Path,
 # %% ../nbs/04a_kernel.ipynb #kn000009
 def load_kernel(path:Path): # a library `build_kernel` wrote
     """Its `rows_mm` as a ctypes function, with `rows_mm_q8` as `.q8`, `rows_mm_q4` as `.q4`,
-    `llama_layer` as `.layer`, `feature_layer` as `.feature`, `feature_step` as `.step`, `exp_rows`
+    `llama_layer` as `.layer`, `llama_stack` as `.stack`, `feature_layer` as `.feature`,
+    `feature_step` as `.step`, `exp_rows`
     as `.exp` (`.exp.lanes`: 16 or 1) and `head_argmax` as `.argmax` (None where the build has
     none: it needs AVX-512 VNNI); raises `OSError` if the library does not load."""
     lib = ctypes.CDLL(str(path))
@@ -901,6 +920,9 @@ def load_kernel(path:Path): # a library `build_kernel` wrote
                          + [I] + [P] * 3 + [I])
     fn.feature.restype = None
     fn.feature.argtypes = [P] * 3 + fn.layer.argtypes[1:]
+    fn.stack = lib.llama_stack
+    fn.stack.restype = None
+    fn.stack.argtypes = [P] + [I] * 3 + [P] * 10 + [I] + [P] * 4 + [I]
     fn.step = lib.feature_step
     fn.step.restype, Fl = None, ctypes.c_float
     fn.step.argtypes = ([P, I, P, P, P, P, I, I] + fn.feature.argtypes[:-2]
@@ -916,8 +938,8 @@ def load_kernel(path:Path): # a library `build_kernel` wrote
 
 def rows_kernel(refresh:bool=False): # look again (after changing `$CC` or `FLASHSPEC_KERNEL`)
     """The compiled `rows_mm` (a ctypes function; its library's `rows_mm_q8` is its `.q8`,
-    `rows_mm_q4` its `.q4`, `llama_layer` its `.layer`, `feature_layer` its `.feature`,
-    `feature_step` its `.step`), built on first use; None where it cannot be (see
+    `rows_mm_q4` its `.q4`, `llama_layer` its `.layer`, `llama_stack` its `.stack`, `feature_layer`
+    its `.feature`, `feature_step` its `.step`), built on first use; None where it cannot be (see
     `kernel_status`)."""
     if "fn" in _KERNEL and not refresh: return _KERNEL["fn"]
     _KERNEL.update(fn=None)
@@ -1317,16 +1339,51 @@ def llama_layers(args:list, # `layer_args` of each layer, in order
                  bias:torch.Tensor, # (B or 1, 1, T, S) additive attention bias
                  keep:tuple=(), # layer indices whose input is returned too
                 ) -> tuple[torch.Tensor, dict]:
-    """The decoder layers through `llama_layer` (see `layers_ok`): `(the last layer's output (B, T,
-    d), {i: layer i's input} for i in keep)`."""
+    """The decoder layers in C (see `layers_ok`), all in one call (`llama_stack`; a call a layer,
+    `llama_layer`, where `_stack` has no arrays for them or `stack_on` says not): `(the last layer's
+    output (B, T, d), {i: layer i's input} for i in keep)`."""
     (B, T, d), a0 = x.shape, args[0]
     ins = _inputs(a0, x, cos, sin, keys, values, slots, bias, d)
     x = x.reshape(B * T, d).contiguous().clone()                          # (M, d), updated in place
+    st = _stack(args) if stack_on() else None
+    if st is not None:  # one call for all the layers
+        L, P = len(args), ctypes.c_void_p
+        got = {i: torch.empty(B, T, d) for i in keep if i < L}
+        cs, sn, sl, bb, work = ins
+        rows_kernel().stack(
+            x.data_ptr(), B * T, T, L, st["ip"], st["fp"], st["w"], st["b"], st["qs"], st["qo"],
+            cs.data_ptr(), sn.data_ptr(), (P * L)(*map(_PTR, keys)), (P * L)(*map(_PTR, values)),
+            keys[0].shape[2], sl.data_ptr(), bb.data_ptr(),
+            (P * L)(*(got[i].data_ptr() if i in got else None for i in range(L))),
+            work.data_ptr(), torch.get_num_threads())
+        return x.view(B, T, d), got
     got, fn = {}, rows_kernel().layer
     for i, a in enumerate(args):
         if i in keep: got[i] = x.view(B, T, d).clone()
         _call(fn, a, x, B * T, T, ins, keys[i], values[i])
     return x.view(B, T, d), got
+
+def stack_on() -> bool:
+    """Whether `llama_layers` runs all the layers in one C call (`llama_stack`;
+    `FLASHSPEC_LAYER_STACK=0`: a call a layer, the same routine)."""
+    return os.environ.get("FLASHSPEC_LAYER_STACK", "1") != "0"
+
+def _stack(args:list) -> dict|None:
+    """`llama_stack`'s per-layer arrays for these `layer_args` (kept in the first one's dict, for
+    this list of them); None where the layers' sizes differ (one scratch serves them all)."""
+    key, held = tuple(map(id, args)), args[0].get("_stack")
+    if held is not None and held[0] == key: return held[1]
+    sizes = lambda a: (a["d"], a["I"], a["H"], a["Hkv"], a["hd"])
+    L, P, same = len(args), ctypes.c_void_p, all(sizes(a) == sizes(args[0]) for a in args)
+    quant = [a["qs"] is not None for a in args]
+    st = None if not same or len(set(quant)) != 1 else dict(
+        ip=(ctypes.c_int * (7 * L))(*(v for a in args for v in (*sizes(a), a["G"], a["bits"]))),
+        fp=(ctypes.c_float * (2 * L))(*(v for a in args for v in (a["eps"], a["scale"]))),
+        **{k: (P * L)(*(ctypes.addressof(a[k]) for a in args)) for k in ("w", "b")},
+        **{k: (P * L)(*(ctypes.addressof(a[k]) for a in args)) if quant[0] else None
+           for k in ("qs", "qo")})
+    args[0]["_stack"] = (key, st)
+    return st
 
 def feature_layer(a:dict, # `feature_layer_args` of the drafter's network
                   g:torch.Tensor, # (B, T, d) the hidden states (the residual)
