@@ -729,15 +729,19 @@ static void attend(const float* q, const float* kc, const float* vc, const float
         }
     }
 }
-// a product of the layer: x (M, K) @ w[i] (N, K)^T, w[i] fp32 (qs == NULL) or of `bits` bits
-// (8: int8, rows_mm_q8; 4: packed, rows_mm_q4) with scales qs[i], offsets qo[i] per G inputs
+// y (M, N) = x (M, K) @ w^T: fp32 rows w where q is NULL, else `bits`-bit q (8: int8, rows_mm_q8;
+// 4: packed, rows_mm_q4) with scales s and offsets o per G inputs
+static void prod(const float* x, const float* w, const void* q, const float* s, const float* o,
+                 int G, int bits, float* y, int M, int N, int K, int threads) {
+    if (!q) rows_mm(x, w, y, M, N, K, threads);
+    else if (bits == 4) rows_mm_q4(x, (const unsigned char*)q, s, o, y, M, N, K, G, threads);
+    else rows_mm_q8(x, (const signed char*)q, s, o, y, M, N, K, G, threads);
+}
+// a product of the layer: w[i] fp32 (qs == NULL), else its `bits`-bit weights with qs[i], qo[i]
 static void mm(const float* x, const float* const* w, const float* const* qs,
                const float* const* qo, int G, int bits, int i, float* y, int M, int N, int K,
                int threads) {
-    if (qs && bits == 4)
-        rows_mm_q4(x, (const unsigned char*)w[i], qs[i], qo[i], y, M, N, K, G, threads);
-    else if (qs) rows_mm_q8(x, (const signed char*)w[i], qs[i], qo[i], y, M, N, K, G, threads);
-    else rows_mm(x, w[i], y, M, N, K, threads);
+    prod(x, w[i], qs ? w[i] : 0, qs ? qs[i] : 0, qs ? qo[i] : 0, G, bits, y, M, N, K, threads);
 }
 // e == NULL: a decoder layer. Else a feature drafter's layer (EAGLE-3): its q/k/v products read
 // [in_norm(e), hn(x)] (2d wide), e the next tokens' embeddings, x the hidden state (the residual).
@@ -819,14 +823,6 @@ void feature_layer(float* x, const float* e, const float* w_hn, int M, int T, in
     layer_impl(x, e, w_hn, M, T, d, I, H, Hkv, hd, eps, scale, w, bs, qs, qo, G, bits, cs, sn, kc,
                vc, S, slots, bias, work, threads);
 }
-// y (M, N) = x (M, K) @ w^T: fp32 rows w where q is NULL, else `bits`-bit q (8: int8, 4: packed)
-// with scales s and offsets o per G inputs
-static void prod(const float* x, const float* w, const void* q, const float* s, const float* o,
-                 int G, int bits, float* y, int M, int N, int K, int threads) {
-    if (!q) rows_mm(x, w, y, M, N, K, threads);
-    else if (bits == 4) rows_mm_q4(x, (const unsigned char*)q, s, o, y, M, N, K, G, threads);
-    else rows_mm_q8(x, (const signed char*)q, s, o, y, M, N, K, G, threads);
-}
 // A feature drafter's whole step in one call: where f is given, x (M, d) = fc(f) (f (M, fin) the
 // target's features; fc fp32 rows fw, or fq of fbits bits with fs, fo per fG inputs), else x holds
 // the hidden states; then feature_layer over x in place (bias NULL: row m attends slots 0 ..
@@ -905,9 +901,9 @@ def build_kernel(cc:str, out:Path,
 def load_kernel(path:Path): # a library `build_kernel` wrote
     """Its `rows_mm` as a ctypes function, with `rows_mm_q8` as `.q8`, `rows_mm_q4` as `.q4`,
     `llama_layer` as `.layer`, `llama_stack` as `.stack`, `feature_layer` as `.feature`,
-    `feature_step` as `.step`, `exp_rows`
-    as `.exp` (`.exp.lanes`: 16 or 1) and `head_argmax` as `.argmax` (None where the build has
-    none: it needs AVX-512 VNNI); raises `OSError` if the library does not load."""
+    `feature_step` as `.step`, `exp_rows` as `.exp` (`.exp.lanes`: 16 or 1) and `head_argmax` as
+    `.argmax` (None where the build has none: it needs AVX-512 VNNI); raises `OSError` if the
+    library does not load."""
     lib = ctypes.CDLL(str(path))
     fn, fn.q8, fn.q4 = lib.rows_mm, lib.rows_mm_q8, lib.rows_mm_q4
     fn.layer, fn.feature = lib.llama_layer, lib.feature_layer
@@ -1370,7 +1366,8 @@ def stack_on() -> bool:
 
 def _stack(args:list) -> dict|None:
     """`llama_stack`'s per-layer arrays for these `layer_args` (kept in the first one's dict, for
-    this list of them); None where the layers' sizes differ (one scratch serves them all)."""
+    this list of them); None where the layers' sizes differ (one scratch serves them all) or some
+    products are fp32 and others not."""
     key, held = tuple(map(id, args)), args[0].get("_stack")
     if held is not None and held[0] == key: return held[1]
     sizes = lambda a: (a["d"], a["I"], a["H"], a["Hkv"], a["hd"])
@@ -1393,8 +1390,8 @@ def feature_layer(a:dict, # `feature_layer_args` of the drafter's network
                   slots:torch.Tensor, # (T,) or (B, T) where the rows' keys and values go
                   bias:torch.Tensor, # (B or 1, 1, T, S) additive attention bias
                  ) -> torch.Tensor:
-    """A feature drafter's layer through `feature_layer` (C): its output (B, T, d), the keys and
-    values written into K, V."""
+    """A feature drafter's layer alone through `feature_layer` (C; `feature_step` runs it between
+    `fc` and the head): its output (B, T, d), the keys and values written into K, V."""
     B, T, d = g.shape
     ins = _inputs(a, g, cos, sin, [K], [V], slots, bias, 2 * d)
     x = g.reshape(B * T, d).contiguous().clone()
