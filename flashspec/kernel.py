@@ -1298,6 +1298,14 @@ def layers_ok(args:list|None, # `layer_args` of each layer
                     and tuple(t.shape) == (B, a0["Hkv"], S, a0["hd"]) for t in keys)
             and not torch.is_grad_enabled() and not torch.compiler.is_compiling())
 
+def _slots_in(slots:torch.Tensor, S:int) -> torch.Tensor: # (M,) on the CPU
+    """`slots` as contiguous int64, each checked to lie in the cache's 0 .. S - 1 (C writes there),
+    else `ValueError`."""
+    sl = slots.to(torch.int64).contiguous()
+    a = sl.numpy()  # read on the host as it is (a CPU tensor): no operation of PyTorch's
+    if a.size and (a.min() < 0 or a.max() >= S): raise ValueError(f"Slots outside the cache's {S}.")
+    return sl
+
 def _inputs(a0, x, cos, sin, keys, values, slots, bias, din):
     """The C call's per-forward inputs, checked where C would read or write out of bounds: `(cos,
     sin (M, hd), slots (M,), bias (M, S), scratch)`."""
@@ -1310,9 +1318,7 @@ def _inputs(a0, x, cos, sin, keys, values, slots, bias, din):
     if any(tuple(t.shape) != shape or not _fp32_cpu(t) for t in keys + values):
         raise ValueError(f"The C layers need contiguous fp32 cache buffers of shape {shape}.")
     cs, sn = (t.expand(B, T, hd).reshape(M, hd).float().contiguous() for t in (cos, sin))
-    sl = slots.expand(B, T).reshape(M).to(torch.int64).contiguous()
-    a = sl.numpy()  # read on the host as it is (a CPU tensor): no operation of PyTorch's
-    if a.size and (a.min() < 0 or a.max() >= S): raise ValueError(f"Slots outside the cache's {S}.")
+    sl = _slots_in(slots.expand(B, T).reshape(M), S)
     bb = bias.expand(B, 1, T, S).reshape(M, S).float().contiguous()
     th = torch.get_num_threads()
     work = torch.empty(M * (din + 2 * (a0["H"] + a0["Hkv"]) * hd + 2 * a0["I"])
@@ -1456,9 +1462,7 @@ def feature_step(a:dict, # `feature_step_args` of the drafter's network
                 tuple(bias.shape) != (T, S) or not _fp32_cpu(bias)))):
         raise ValueError("feature_step: embeddings, rotary rows, cache, slots or bias of the"
                          " wrong shape.")
-    sl = slots.to(torch.int64).contiguous()
-    s = sl.numpy()  # read on the host as it is (a CPU tensor)
-    if s.min() < 0 or s.max() >= S: raise ValueError(f"Slots outside the cache's {S}.")
+    sl = _slots_in(slots, S)
     th = torch.get_num_threads()
     need = (T * (2 * d + 2 * (a["H"] + a["Hkv"]) * hd + 2 * a["I"])
             + max(th * S, T * a["H"] * (S + 3)) + T * S + T * d)
