@@ -4,7 +4,7 @@
 
 # %% ../nbs/04a_kernel.ipynb #kn000003
 from __future__ import annotations
-import ctypes, hashlib, operator, os, shutil, subprocess, tempfile
+import ctypes, hashlib, operator, os, shutil, subprocess, tempfile, threading
 from pathlib import Path
 import torch
 import torch.nn.functional as F
@@ -213,16 +213,17 @@ typedef void (*span_fn)(const float*, wts, float*, int, int, int, int);
     static const span_fn kind##s[9] = {0, kind##1, kind##2, kind##3, kind##4, kind##5, kind##6, \
                                        kind##7, kind##8};
 SPANS(fblock, NBF) SPANS(q8block, NB) SPANS(q4block, NB)
-// every row block of 8 over each thread's share of the outputs
+// every row block of 8 over thread t's share (of T) of the outputs
+static void rows_in(const span_fn* spans, const float* x, wts W, float* y, int M, int N, int K,
+                    int t, int T) {
+    int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
+    for (int m0 = 0; m0 < M; m0 += 8)
+        spans[M - m0 < 8 ? M - m0 : 8](x + (size_t)m0 * K, W, y + (size_t)m0 * N, n0, n1, N, K);
+}
 static void run_rows(const span_fn* spans, const float* x, wts W, float* y, int M, int N, int K,
                      int threads) {
     #pragma omp parallel num_threads(threads)
-    {
-        int t = omp_get_thread_num(), T = omp_get_num_threads();
-        int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
-        for (int m0 = 0; m0 < M; m0 += 8)
-            spans[M - m0 < 8 ? M - m0 : 8](x + (size_t)m0 * K, W, y + (size_t)m0 * N, n0, n1, N, K);
-    }
+    rows_in(spans, x, W, y, M, N, K, omp_get_thread_num(), omp_get_num_threads());
 }
 void rows_mm(const float* x, const float* w, float* y, int M, int N, int K, int threads) {
     wts W = {w, 0, 0, 0, 0}; run_rows(fblocks, x, W, y, M, N, K, threads);
@@ -256,7 +257,7 @@ void rows_mm_q4(const float* x, const unsigned char* q, const float* s, const fl
 static inline __attribute__((always_inline)) void approx_span(
         const int mb, const signed char* q, const float* s, const unsigned char* hb,
         const unsigned char* lb, const float* rs, const float* sx, float* ap, int n0, int n1,
-        int N, int K) {
+        int N, int K, const float* cn, const float* beta, float* lo) {
     const int KC = K / 64, KG = K / 32;
     for (int i = n0; i < n1; i++) {
         __m512 acc[8];
@@ -280,8 +281,31 @@ static inline __attribute__((always_inline)) void approx_span(
                 acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), dl, acc[m]);
             }
         }
-        for (int m = 0; m < mb; m++)
-            ap[(size_t)m * N + i] = sx[m] * (_mm512_reduce_add_ps(acc[m]) - 16448.0f * rs[i]);
+        for (int m = 0; m < mb; m++) {
+            const float a = sx[m] * (_mm512_reduce_add_ps(acc[m]) - 16448.0f * rs[i]);
+            ap[(size_t)m * N + i] = a;
+            const float v = a - cn[i] * beta[m];  // this output's lower bound
+            if (v > lo[m]) lo[m] = v;
+        }
+    }
+}
+// outputs n0 .. n1 - 1 of row m whose upper bound reaches lo, each exactly (q8block: rows_mm_q8's
+// bits), the first of the largest: (index or -1, its value)
+static void exact_span(const float* xm, wts W, const float* a, const float* cn, float b, float lo,
+                       float* ex, int n0, int n1, int N, int K, long long* bi, float* bv) {
+    *bi = -1; *bv = 0;
+    int i = n0;
+    const __m512 vb = _mm512_set1_ps(b), vlo = _mm512_set1_ps(lo);
+    for (; i < n1; i += 16) {  // 16 bounds at a time; almost every block has no candidate
+        __mmask16 in = n1 - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n1 - i)) - 1);
+        __m512 up = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(in, cn + i), vb,
+                                    _mm512_maskz_loadu_ps(in, a + i));
+        unsigned c = _mm512_mask_cmp_ps_mask(in, up, vlo, _CMP_GE_OQ);
+        for (; c; c &= c - 1) {
+            const int n = i + __builtin_ctz(c);
+            q8block(xm, W, ex, 1, 1, n, N, K);  // writes ex[n]
+            if (*bi < 0 || ex[n] > *bv) *bi = n, *bv = ex[n];
+        }
     }
 }
 void head_argmax(const float* x, const signed char* q, const float* s, const float* o,
@@ -319,16 +343,44 @@ void head_argmax(const float* x, const signed char* q, const float* s, const flo
             }
             beta[m] = (float)((sqrt(ne) + ldexp(sqrt(nx), -10)) * (1 + 1e-5));
         }
-        #pragma omp parallel num_threads(threads)
+        // each thread: its outputs' approximations and their highest lower bound per row; then,
+        // with every thread's bound known, its outputs that can hold the maximum, exactly
+        float lot[64][8];      // (thread, row) highest lower bound
+        long long bt[64][8];   // (thread, row) first of the largest exact sums, or -1
+        float vt[64][8];
+        const int nt = threads < 64 ? threads : 64;
+        #pragma omp parallel num_threads(nt)
         {
             int t = omp_get_thread_num(), T = omp_get_num_threads();
             int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
+            for (int m = 0; m < mb; m++) lot[t][m] = -INFINITY;
             switch (mb) {
-#define APPROX(b) case b: approx_span(b, q, s, hb, lb, rs, sx, ap, n0, n1, N, K); break;
+#define APPROX(b) case b: approx_span(b, q, s, hb, lb, rs, sx, ap, n0, n1, N, K, cn, beta, \
+                                      lot[t]); break;
                 APPROX(1) APPROX(2) APPROX(3) APPROX(4) APPROX(5) APPROX(6) APPROX(7) APPROX(8)
 #undef APPROX
             }
+#if !defined(HEAD_SERIAL_SCAN)
+            #pragma omp barrier
+            for (int m = 0; m < mb; m++) {
+                float lo = -INFINITY;
+                for (int u = 0; u < T; u++) if (lot[u][m] > lo) lo = lot[u][m];
+                bt[t][m] = -1;
+                if (ok[m]) exact_span(x + (size_t)(m0 + m) * K, W, ap + (size_t)m * N, cn,
+                                      beta[m], lo, ex, n0, n1, N, K, &bt[t][m], &vt[t][m]);
+            }
+            #pragma omp barrier
+            #pragma omp single
+            for (int m = 0; m < mb; m++) {  // the threads' spans in index order: first of equals
+                if (!ok[m]) continue;
+                long long bi = -1; float bv = 0;
+                for (int u = 0; u < T; u++)
+                    if (bt[u][m] >= 0 && (bi < 0 || vt[u][m] > bv)) bi = bt[u][m], bv = vt[u][m];
+                best[m0 + m] = bi;
+            }
+#endif
         }
+#if defined(HEAD_SERIAL_SCAN)  // for comparison: the bounds scanned on one thread, as before
         for (int m = 0; m < mb; m++) {
             if (!ok[m]) continue;
             const float* a = ap + (size_t)m * N; const float b = beta[m];
@@ -342,6 +394,7 @@ void head_argmax(const float* x, const signed char* q, const float* s, const flo
             }
             best[m0 + m] = bi;
         }
+#endif
     }
 }
 #endif
@@ -743,6 +796,35 @@ static void mm(const float* x, const float* const* w, const float* const* qs,
                int threads) {
     prod(x, w[i], qs ? w[i] : 0, qs ? qs[i] : 0, qs ? qo[i] : 0, G, bits, y, M, N, K, threads);
 }
+// products of one input x (M, K): w[i0 + j] into ys[j] (M, ns[j]), j < n, in one parallel region
+// (each thread its share of every product's outputs: the same sums as one region a product, one
+// fork and join of the threads instead of n; 1.3 us each here). silu: then ys[0] = silu(ys[0])
+// ys[1] (the MLP's gate and up, ns[0] == ns[1]), each thread over the columns it computed.
+// -DKERNEL_REGION_PER_PRODUCT: one region a product and silu_mul on one thread, for comparison
+static void mm_many(const float* x, const float* const* w, const float* const* qs,
+                    const float* const* qo, int G, int bits, int i0, int n, float* const* ys,
+                    const int* ns, int M, int K, int silu, int threads) {
+#if defined(KERNEL_REGION_PER_PRODUCT)
+    for (int j = 0; j < n; j++) mm(x, w, qs, qo, G, bits, i0 + j, ys[j], M, ns[j], K, threads);
+    if (silu) silu_mul(ys[0], ys[1], (size_t)M * ns[0]);
+#else
+    #pragma omp parallel num_threads(threads)
+    {
+        const int t = omp_get_thread_num(), T = omp_get_num_threads();
+        for (int j = 0; j < n; j++) {
+            const int i = i0 + j;
+            wts W = {w[i], qs ? w[i] : 0, qs ? qs[i] : 0, qs ? qo[i] : 0, G};
+            const span_fn* sp = !qs ? fblocks : bits == 4 ? q4blocks : q8blocks;
+            rows_in(sp, x, W, ys[j], M, ns[j], K, t, T);
+        }
+        if (silu) {  // rows_in's share of the columns; elementwise, so the same bits
+            const int N = ns[0], n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
+            for (int m = 0; m < M; m++)
+                silu_mul(ys[0] + (size_t)m * N + n0, ys[1] + (size_t)m * N + n0, n1 - n0);
+        }
+    }
+#endif
+}
 // e == NULL: a decoder layer. Else a feature drafter's layer (EAGLE-3): its q/k/v products read
 // [in_norm(e), hn(x)] (2d wide), e the next tokens' embeddings, x the hidden state (the residual).
 static void layer_impl(float* x, const float* e, const float* w_hn, int M, int T, int d, int I,
@@ -757,9 +839,11 @@ static void layer_impl(float* x, const float* e, const float* w_hn, int M, int T
     float* g = a + (size_t)M * dq; float* u = g + (size_t)M * I; float* sc = u + (size_t)M * I;
     if (e) { norm_rows(e, w[0], h, M, d, din, eps); norm_rows(x, w_hn, h + d, M, d, din, eps); }
     else norm_rows(x, w[0], h, M, d, d, eps);
-    mm(h, w, qs, qo, G, bits, 1, q, M, dq, din, threads); add_bias(q, bs[0], M, dq);
-    mm(h, w, qs, qo, G, bits, 2, k, M, dk, din, threads); add_bias(k, bs[1], M, dk);
-    mm(h, w, qs, qo, G, bits, 3, v, M, dk, din, threads); add_bias(v, bs[2], M, dk);
+    {   // q, k, v
+        float* ys[3] = {q, k, v}; const int ns[3] = {dq, dk, dk};
+        mm_many(h, w, qs, qo, G, bits, 1, 3, ys, ns, M, din, 0, threads);
+    }
+    add_bias(q, bs[0], M, dq); add_bias(k, bs[1], M, dk); add_bias(v, bs[2], M, dk);
     rope(q, cs, sn, M, H, hd); rope(k, cs, sn, M, Hkv, hd);
     for (int m = 0; m < M; m++) {
         const int b = m / T;
@@ -773,9 +857,10 @@ static void layer_impl(float* x, const float* e, const float* w_hn, int M, int T
     mm(a, w, qs, qo, G, bits, 4, h, M, d, dq, threads); add_bias(h, bs[3], M, d);
     for (size_t i = 0; i < (size_t)M * d; i++) x[i] += h[i];
     norm_rows(x, w[5], h, M, d, d, eps);
-    mm(h, w, qs, qo, G, bits, 6, g, M, I, d, threads);
-    mm(h, w, qs, qo, G, bits, 7, u, M, I, d, threads);
-    silu_mul(g, u, (size_t)M * I);
+    {   // gate, up
+        float* ys[2] = {g, u}; const int ns[2] = {I, I};
+        mm_many(h, w, qs, qo, G, bits, 6, 2, ys, ns, M, d, 1, threads);  // then silu(g) u
+    }
     mm(g, w, qs, qo, G, bits, 8, h, M, d, I, threads);
     for (size_t i = 0; i < (size_t)M * d; i++) x[i] += h[i];
 }
@@ -1503,6 +1588,14 @@ def argmax_copy(l) -> tuple|None:
         return (q, s, o, *_bounds(q, s)) if ok else None
     return _from_copy(l, "_flashspec_argmax", c, bound)
 
+_HEAD_WORK = {}  # thread -> `head_argmax`'s scratch (1.7 MB for the embedded head: kept, not
+                 # allocated, zeroed by the system and faulted in at every forward)
+def _head_work(n:int) -> torch.Tensor:
+    "At least `n` floats of scratch for `head_argmax`, one buffer per calling thread."
+    w = _HEAD_WORK.get(threading.get_ident())
+    if w is None or w.numel() < n: w = _HEAD_WORK[threading.get_ident()] = torch.empty(n)
+    return w
+
 def head_argmax(x:torch.Tensor, # (..., K) fp32 rows: the final norm's output
                 l, # the head, an `nn.Linear` (see `argmax_copy`)
                ) -> torch.Tensor|None:
@@ -1517,7 +1610,7 @@ def head_argmax(x:torch.Tensor, # (..., K) fp32 rows: the final norm's output
     q, s, o, cn, rs = c
     xs = x.reshape(-1, x.shape[-1]).contiguous()                          # (M, K)
     (M, K), N = xs.shape, q.shape[0]
-    work = torch.empty(4 * K + 9 * N)  # h and l of 8 rows (bytes), 8 rows' approximations, exact
+    work = _head_work(4 * K + 9 * N)  # h and l of 8 rows (bytes), 8 rows' approximations, exact
     best = torch.empty(M, dtype=torch.long)
     fn.argmax(xs.data_ptr(), q.data_ptr(), s.data_ptr(), o.data_ptr(), cn.data_ptr(),
               rs.data_ptr(), best.data_ptr(), M, N, K, work.data_ptr(), torch.get_num_threads())
