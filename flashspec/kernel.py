@@ -1588,12 +1588,13 @@ def argmax_copy(l) -> tuple|None:
         return (q, s, o, *_bounds(q, s)) if ok else None
     return _from_copy(l, "_flashspec_argmax", c, bound)
 
-_HEAD_WORK = {}  # thread -> `head_argmax`'s scratch (1.7 MB for the embedded head: kept, not
-                 # allocated, zeroed by the system and faulted in at every forward)
+_HEAD_WORK = threading.local()  # `.w`: this thread's `head_argmax` scratch (1.7 MB for the
+                                # embedded head: kept, not allocated, zeroed by the system and
+                                # faulted in at every forward; gone with the thread)
 def _head_work(n:int) -> torch.Tensor:
     "At least `n` floats of scratch for `head_argmax`, one buffer per calling thread."
-    w = _HEAD_WORK.get(threading.get_ident())
-    if w is None or w.numel() < n: w = _HEAD_WORK[threading.get_ident()] = torch.empty(n)
+    w = getattr(_HEAD_WORK, "w", None)
+    if w is None or w.numel() < n: w = _HEAD_WORK.w = torch.empty(n)
     return w
 
 def head_argmax(x:torch.Tensor, # (..., K) fp32 rows: the final norm's output
