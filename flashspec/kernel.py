@@ -782,13 +782,16 @@ static void attend(const float* q, const float* kc, const float* vc, const float
         }
     }
 }
-// y (M, N) = x (M, K) @ w^T: fp32 rows w where q is NULL, else `bits`-bit q (8: int8, rows_mm_q8;
-// 4: packed, rows_mm_q4) with scales s and offsets o per G inputs
+// the spans of a product's weights: fp32 rows where q is NULL, else `bits`-bit q (8: int8,
+// rows_mm_q8's; 4: packed, rows_mm_q4's)
+static const span_fn* spans_of(const void* q, int bits) {
+    return !q ? fblocks : bits == 4 ? q4blocks : q8blocks;
+}
+// y (M, N) = x (M, K) @ w^T: fp32 rows w where q is NULL, else `bits`-bit q with scales s and
+// offsets o per G inputs (rows_mm, rows_mm_q8, rows_mm_q4)
 static void prod(const float* x, const float* w, const void* q, const float* s, const float* o,
                  int G, int bits, float* y, int M, int N, int K, int threads) {
-    if (!q) rows_mm(x, w, y, M, N, K, threads);
-    else if (bits == 4) rows_mm_q4(x, (const unsigned char*)q, s, o, y, M, N, K, G, threads);
-    else rows_mm_q8(x, (const signed char*)q, s, o, y, M, N, K, G, threads);
+    wts W = {w, q, s, o, G}; run_rows(spans_of(q, bits), x, W, y, M, N, K, threads);
 }
 // a product of the layer: w[i] fp32 (qs == NULL), else its `bits`-bit weights with qs[i], qo[i]
 static void mm(const float* x, const float* const* w, const float* const* qs,
@@ -814,8 +817,7 @@ static void mm_many(const float* x, const float* const* w, const float* const* q
         for (int j = 0; j < n; j++) {
             const int i = i0 + j;
             wts W = {w[i], qs ? w[i] : 0, qs ? qs[i] : 0, qs ? qo[i] : 0, G};
-            const span_fn* sp = !qs ? fblocks : bits == 4 ? q4blocks : q8blocks;
-            rows_in(sp, x, W, ys[j], M, ns[j], K, t, T);
+            rows_in(spans_of(W.q, bits), x, W, ys[j], M, ns[j], K, t, T);
         }
         if (silu) {  // rows_in's share of the columns; elementwise, so the same bits
             const int N = ns[0], n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);

@@ -235,11 +235,13 @@ int main(int argc, char** argv) {
         e[1] = fmax(e[1], fabs(y1[m * N + n] - r) / a);
         e[2] = fmax(e[2], fabs(y2[m * N + n] - r) / a);
     }
+    rows_mm_q4(x, qp[0], s[0], o[0], yb, 1, N, K, 32, 2);
+    int se = !memcmp(yb, y0, 4 * N);
     amx_bf(x, qa[0], sa[0], oa[0], yb, 1, N, K, xa, X);
     int sb = !memcmp(yb, y1, 4 * N);
     amx_i8(x, qb[0], sa[0], oa[0], yb, 1, N, K, xi, qg, Xq);
     int si = !memcmp(yb, y2, 4 * N);
-    printf("error %.3g %.3g %.3g\nalone %d %d %d\n", e[0], e[1], e[2], 1, sb, si);
+    printf("error %.3g %.3g %.3g\nalone %d %d %d\n", e[0], e[1], e[2], se, sb, si);
     for (int M = 1; M <= 5; M++) {
         double t[3] = {1e9, 1e9, 1e9};
         for (int rep = 0; rep < 3; rep++) {

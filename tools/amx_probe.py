@@ -4,7 +4,7 @@ int8 tiles of weights stored a byte each), on random weights of the embedded tar
 at 1 to 5 rows, 2 threads, and prints a Markdown table (errors against float64, batch invariance,
 times). Needs a CPU with AMX (Intel Sapphire Rapids or later) and a C compiler; run from anywhere:
 `python tools/amx_probe.py` (read in 04a_kernel, *What a tree's node costs*)."""
-import os, shutil, subprocess, sys, tempfile
+import shutil, subprocess, sys, tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
