@@ -19,6 +19,7 @@ from .decode import Drafter, ModelDrafter, DecodeStats, check_prompt, check_room
 from .decode import prefill_prompt, end_round, _eos_set, _as_drafter
 from .decode import count_round, take_tokens
 from .fused import fused_tree, kept_round, seed_round, fused_auto_tree
+from .kernel import weights_held, weights_touched
 
 # %% auto #0
 __all__ = ['HEALTHY', 'Request', 'Result', 'drafter_factory', 'acceptance_estimate', 'allocate_nodes', 'batch_forward_ms',
@@ -317,6 +318,7 @@ class BatchDecoder:
 
 # %% ../nbs/07e_batch.ipynb #3f0130bc
 @torch.no_grad()
+@weights_held()  # the engine checks the weights at the first forward, not at every one
 def generate_batch(target, # the target causal LM
                    # a draft model, a `FeatureDraft`, None, or a factory `tree -> Drafter` (one call
                    # per request, in order)
@@ -345,6 +347,8 @@ def generate_batch(target, # the target causal LM
     request, in order."""
     t_start = time.perf_counter()
     check_supported(target)
+    if streamer is not None:  # the caller's code: the weights are checked again after it
+        user, streamer = streamer, lambda i, new: (user(i, new), weights_touched())
     if batch_size < 1: raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
     make = drafter_factory(draft, target)
     results, queue = [None] * len(requests), []

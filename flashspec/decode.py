@@ -17,6 +17,7 @@ from .verify import Sampling, probs, verify_greedy, verify_sampling
 from .kvcache import StaticKVCache, append, forward, prefill, tree_step, commit
 from .kvcache import causal_bias, bucket_slots
 from .engine import make_forward, TreeInputs, greedy_accept, _interp, NativeForward
+from .kernel import weights_held, weights_touched
 
 # %% auto #0
 __all__ = ['Draft', 'Drafter', 'TreeDrafter', 'ModelDrafter', 'PromptLookupDrafter', 'merge_drafts', 'draft_token_paths',
@@ -733,6 +734,7 @@ def end_round(stats:DecodeStats, drafter:Drafter, d:Draft, path:list[int], bonus
     return torch.cat([context, torch.tensor(new, dtype=context.dtype)]), done
 
 @torch.no_grad()
+@weights_held()  # the engine checks the weights at the first forward, not at every one
 def generate(target, # the target causal LM
              draft=None, # a draft model, a `Drafter`, or None for plain decoding
              input_ids=None, # (L,) or (1, L) prompt token ids
@@ -755,6 +757,8 @@ def generate(target, # the target causal LM
     target's greedy output."""
     t_start = time.perf_counter()
     check_supported(target)
+    if streamer is not None:  # the caller's code: the weights are checked again after it
+        user, streamer = streamer, lambda new: (user(new), weights_touched())
     ids = check_prompt(target, input_ids, max_new_tokens)
     drafter = _as_drafter(draft, tree, target)
     n_tree = drafter.max_nodes

@@ -183,6 +183,7 @@ class NativeForward:
         self.layer_kernel = layer_kernel and matmul in ("auto", "rows") and layer_kernel_on()
         # `layer_args` of every layer, read at the first forward and again after the layers change
         self._c_held = None
+        self._rope = None  # ((S, dtype, device), (cos, sin) (S, hd) or None): see `rope`
 
     def __getstate__(self):
         "A copy (`copy.deepcopy` of the model, pickling) leaves the addresses behind: read anew."
@@ -197,6 +198,31 @@ class NativeForward:
             return args if all(a is not None for a in args) else False
         self._c_held = fresh_args(self._c_held, read)
         return self._c_held[0] or None
+
+    def rope(self, x:torch.Tensor, # (B, T, d) the layers' input (its dtype and device)
+             positions:torch.Tensor, # (B, T) position ids
+             S:int, # the cache's slots: the table holds positions 0 .. S - 1
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The rotary embedding's `(cos, sin)` (B, T, hd) at `positions`: on the CPU, rows of a
+        table of positions 0 .. S - 1 made once by the model's own rotary module, where that module
+        is static (`rope_type` "default": each position's row a function of the position alone) and
+        the first forward's rows equal the module's own bits; else (another device, compiling, a
+        position past the table) the module itself, about ten operations a forward."""
+        if x.device.type != "cpu" or torch.compiler.is_compiling():
+            return self.rotary(x, positions)
+        if self._rope is None or self._rope[0] != (S, x.dtype):
+            table = None
+            if getattr(self.rotary, "rope_type", None) == "default":
+                cos, sin = self.rotary(x[:1, :1], torch.arange(S)[None])
+                table = cos[0], sin[0]                                    # (S, hd) each
+                p = positions.clamp(0, S - 1)  # the module's own rows for these positions
+                if not all(torch.equal(t[p], o) for t, o in zip(table, self.rotary(x, p))):
+                    table = None
+            self._rope = (S, x.dtype), table
+        if self._rope[1] is not None:
+            try: return self._rope[1][0][positions], self._rope[1][1][positions]
+            except IndexError: pass  # a position past the table (advanced indexing checks)
+        return self.rotary(x, positions)
 
     def form(self, m:int) -> str:
         "The matrix-product form a forward of `m` rows uses (see `Products`)."
@@ -249,7 +275,7 @@ class NativeForward:
         if slots.dim() == 1: put = lambda buf, x: buf.index_copy_(2, slots, x)
         else: put = lambda buf, x: put_rows(buf, slots, x)
         x = self.embed(tokens)                                               # (B, T, d)
-        cos, sin = self.rotary(x, positions)
+        cos, sin = self.rope(x, positions, cache.max_len)                   # (B, T, hd) each
         # SDPA (Hugging Face's default): grouped queries over the cache as it is, where Hugging
         # Face's copies each layer's keys and values per query head for more than one query row
         sdpa = self.model.config._attn_implementation == "sdpa"
@@ -336,6 +362,9 @@ class TreeInputs:
         self.host = ((par, tree.depth.tolist(), N)
                      if torch.device(device).type == "cpu" and all(p < i for i, p in
                                                                   enumerate(par) if i) else None)
+        # (N, N) the tree's own columns of the bias: 0 where a node sees a node, else min
+        self.block = torch.zeros(n_pad, n_pad, dtype=dtype).masked_fill_(~mask, self.min).to(device)
+        self._last = None  # (bias (N, S), n): the last bias built for a host n (`__call__`)
 
     def __call__(self, n:int|torch.Tensor):
         """`(bias (1, 1, N, S), positions (1, N), slots (N,))` for a tree whose root sits at slot
@@ -344,12 +373,24 @@ class TreeInputs:
         if most + self.N > self.S:
             raise ValueError(
                 f"A tree of {self.N} nodes after {most} tokens does not fit in {self.S} slots.")
-        return self.build(n)
+        if isinstance(n, torch.Tensor): return self.build(n)
+        # a host n: the last such call's bias, its changed columns rewritten (a copy returned)
+        n, N = int(n), self.N
+        if self._last is None or n < self._last[1]:  # the first, or an earlier n: anew
+            bias = self.build(n)[0][0, 0]                                   # (N, S)
+        else:
+            bias, at = self._last
+            bias[:, at:n] = 0  # committed since: seen by every node
+            bias[:, n:n + N] = self.block  # the tree's columns (beyond them: unchanged, min)
+        self._last = bias, n
+        return bias.clone()[None, None], (n + self.depth)[None], n + self.arange_n
 
     def build(self, n:int|torch.Tensor):
-        """`__call__` without the room check: tensor ops only, so `n` may be a device scalar inside
-        a captured graph (no copy to the host). `n` of shape (B,): one tree per row, each after its
-        own `n[b]` tokens, `(bias (B, 1, N, S), positions (B, N), slots (B, N))`."""
+        """`__call__` without the room check, built anew (`__call__` updates the last bias for a
+        host `n`: four operations where this takes about ten): tensor ops only, so `n` may be a
+        device scalar inside a captured graph (no copy to the host). `n` of shape (B,): one tree per
+        row, each after its own `n[b]` tokens, `(bias (B, 1, N, S), positions (B, N), slots (B,
+        N))`."""
         rows = isinstance(n, torch.Tensor) and n.dim() == 1
         nb = n[:, None] if rows else n  # (B, 1), or a scalar
         rel = self.arange_s - nb  # (S,) or (B, S): slot relative to the root
