@@ -19,7 +19,7 @@ from .decode import Drafter, ModelDrafter, DecodeStats, check_prompt, check_room
 from .decode import prefill_prompt, end_round, _eos_set, _as_drafter
 from .decode import count_round, take_tokens
 from .fused import fused_tree, kept_round, seed_round, fused_auto_tree
-from .kernel import weights_held, weights_touched
+from .kernel import weights_held, touching
 
 # %% auto #0
 __all__ = ['HEALTHY', 'Request', 'Result', 'drafter_factory', 'acceptance_estimate', 'allocate_nodes', 'batch_forward_ms',
@@ -347,8 +347,7 @@ def generate_batch(target, # the target causal LM
     request, in order."""
     t_start = time.perf_counter()
     check_supported(target)
-    if streamer is not None:  # the caller's code: the weights are checked again after it
-        user, streamer = streamer, lambda i, new: (user(i, new), weights_touched())
+    streamer = touching(streamer)  # the caller's code: the weights are checked again after it
     if batch_size < 1: raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
     make = drafter_factory(draft, target)
     results, queue = [None] * len(requests), []

@@ -17,7 +17,7 @@ from .verify import Sampling, probs, verify_greedy, verify_sampling
 from .kvcache import StaticKVCache, append, forward, prefill, tree_step, commit
 from .kvcache import causal_bias, bucket_slots
 from .engine import make_forward, TreeInputs, greedy_accept, _interp, NativeForward
-from .kernel import weights_held, weights_touched
+from .kernel import weights_held, touching
 
 # %% auto #0
 __all__ = ['Draft', 'Drafter', 'TreeDrafter', 'ModelDrafter', 'PromptLookupDrafter', 'merge_drafts', 'draft_token_paths',
@@ -757,8 +757,7 @@ def generate(target, # the target causal LM
     target's greedy output."""
     t_start = time.perf_counter()
     check_supported(target)
-    if streamer is not None:  # the caller's code: the weights are checked again after it
-        user, streamer = streamer, lambda new: (user(new), weights_touched())
+    streamer = touching(streamer)  # the caller's code: the weights are checked again after it
     ids = check_prompt(target, input_ids, max_new_tokens)
     drafter = _as_drafter(draft, tree, target)
     n_tree = drafter.max_nodes

@@ -183,7 +183,7 @@ class NativeForward:
         self.layer_kernel = layer_kernel and matmul in ("auto", "rows") and layer_kernel_on()
         # `layer_args` of every layer, read at the first forward and again after the layers change
         self._c_held = None
-        self._rope = None  # ((S, dtype, device), (cos, sin) (S, hd) or None): see `rope`
+        self._rope = None  # ((S, dtype), (cos, sin) (S, hd) or None): see `rope`
 
     def __getstate__(self):
         "A copy (`copy.deepcopy` of the model, pickling) leaves the addresses behind: read anew."
@@ -207,7 +207,8 @@ class NativeForward:
         table of positions 0 .. S - 1 made once by the model's own rotary module, where that module
         is static (`rope_type` "default": each position's row a function of the position alone) and
         the first forward's rows equal the module's own bits; else (another device, compiling, a
-        position past the table) the module itself, about ten operations a forward."""
+        position outside the table, negative or past it) the module itself, about ten operations a
+        forward."""
         if x.device.type != "cpu" or torch.compiler.is_compiling():
             return self.rotary(x, positions)
         if self._rope is None or self._rope[0] != (S, x.dtype):
@@ -219,9 +220,9 @@ class NativeForward:
                 if not all(torch.equal(t[p], o) for t, o in zip(table, self.rotary(x, p))):
                     table = None
             self._rope = (S, x.dtype), table
-        if self._rope[1] is not None:
-            try: return self._rope[1][0][positions], self._rope[1][1][positions]
-            except IndexError: pass  # a position past the table (advanced indexing checks)
+        if self._rope[1] is not None:  # (`embedding` refuses an index outside the table)
+            try: return tuple(F.embedding(positions, t) for t in self._rope[1])
+            except IndexError: pass
         return self.rotary(x, positions)
 
     def form(self, m:int) -> str:

@@ -16,7 +16,7 @@ __all__ = ['ROWS_SRC', 'LAYER_SRC', 'KERNEL_FLAGS', 'LAYER_NORMS', 'c_compiler',
            'pack_q4', 'unpack_q4', 'rows_q8', 'exact_int8_on', 'exact_int4_on', 'int8_copy', 'int4_copy',
            'draft_int8_on', 'draft_int8_copy', 'draft_int4_on', 'draft_int4_copy', 'draft_copy', 'nearest_q4',
            'layer_args', 'feature_layer_args', 'modules_changed', 'layer_args_valid', 'weights_held', 'weights_touched',
-           'fresh_args', 'layer_kernel_on', 'layers_ok', 'llama_layers', 'stack_on', 'feature_layer',
+           'touching', 'fresh_args', 'layer_kernel_on', 'layers_ok', 'llama_layers', 'stack_on', 'feature_layer',
            'feature_step_args', 'feature_step', 'head_argmax_on', 'argmax_copy', 'head_argmax']
 
 # %% ../nbs/04a_kernel.ipynb #kn000006
@@ -1371,6 +1371,15 @@ class weights_held(contextlib.ContextDecorator):
 def weights_touched() -> None:
     "In a `weights_held` scope: the next forward checks the weights again (code ran that may have)."
     _TOUCHED[0] += 1
+
+def touching(f): # a callable, or None
+    """`f` followed at every call by `weights_touched` (even where it raises): the caller's code
+    run inside a `weights_held` scope, as `generate`'s streamer. None stays None."""
+    if f is None: return None
+    def g(*a, **kw):
+        try: return f(*a, **kw)
+        finally: weights_touched()
+    return g
 
 def _held() -> int|None:
     "The check count now, inside a `weights_held` scope (else None: check every time)."
