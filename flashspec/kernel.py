@@ -1447,14 +1447,15 @@ def _slots_in(slots:torch.Tensor, S:int) -> torch.Tensor: # (M,) on the CPU
 
 def _inputs(a0, x, cos, sin, keys, values, slots, bias, din):
     """The C call's per-forward inputs, checked where C would read or write out of bounds: `(cos,
-    sin (M, hd), slots (M,), bias (M, S), scratch)`."""
+    sin (M, hd), slots (M,), bias (M, S), scratch, the keys' and values' addresses for C)`."""
     (B, T, d), S, hd = x.shape, keys[0].shape[2], a0["hd"]
     M = B * T
     if d != a0["d"] or x.dtype != torch.float32 or x.device.type != "cpu":
         raise ValueError(
             f"The C layers need fp32 rows of {a0['d']} on the CPU, not {x.dtype} of {d}.")
     shape = (B, a0["Hkv"], S, hd)
-    if _buffers(keys, shape) is None or _buffers(values, shape) is None:
+    kb, vb = _buffers(keys, shape), _buffers(values, shape)
+    if kb is None or vb is None:
         raise ValueError(f"The C layers need contiguous fp32 cache buffers of shape {shape}.")
     cs, sn = (t.expand(B, T, hd).reshape(M, hd).float().contiguous() for t in (cos, sin))
     sl = _slots_in(slots.expand(B, T).reshape(M), S)
@@ -1462,11 +1463,11 @@ def _inputs(a0, x, cos, sin, keys, values, slots, bias, din):
     th = torch.get_num_threads()
     work = torch.empty(M * (din + 2 * (a0["H"] + a0["Hkv"]) * hd + 2 * a0["I"])
                        + max(th * S, M * a0["H"] * (S + 3)))  # attention's scores: see attend
-    return cs, sn, sl, bb, work
+    return cs, sn, sl, bb, work, kb, vb
 
 def _call(fn, a, x, M, T, ins, K, V, *feature):
     "One C layer over x (M, d) in place (`feature`: a feature layer's embeddings and norm)."
-    cs, sn, sl, bb, work = ins
+    cs, sn, sl, bb, work = ins[:5]
     fn(x.data_ptr(), *feature, M, T, a["d"], a["I"], a["H"], a["Hkv"], a["hd"], a["eps"],
        a["scale"], a["w"], a["b"], a["qs"], a["qo"], a["G"], a["bits"], cs.data_ptr(),
        sn.data_ptr(), K.data_ptr(), V.data_ptr(), K.shape[2], sl.data_ptr(), bb.data_ptr(),
@@ -1487,16 +1488,15 @@ def llama_layers(args:list, # `layer_args` of each layer, in order
     if len(keys) != len(args) or len(values) != len(args):
         raise ValueError(f"{len(args)} layers, {len(keys)} key and {len(values)} value buffers.")
     ins = _inputs(a0, x, cos, sin, keys, values, slots, bias, d)
-    shape = (B, a0["Hkv"], keys[0].shape[2], a0["hd"])  # each buffer's, checked by `_inputs`
     x = x.reshape(B * T, d).contiguous().clone()                          # (M, d), updated in place
     st = _stack(args) if stack_on() else None
     if st is not None:  # one call for all the layers
         L, P = len(args), ctypes.c_void_p
         got = {i: torch.empty(B, T, d) for i in keep if i < L}
-        cs, sn, sl, bb, work = ins
+        cs, sn, sl, bb, work, kb, vb = ins
         rows_kernel().stack(
             x.data_ptr(), B * T, T, L, st["ip"], st["fp"], st["w"], st["b"], st["qs"], st["qo"],
-            cs.data_ptr(), sn.data_ptr(), _buffers(keys, shape), _buffers(values, shape),
+            cs.data_ptr(), sn.data_ptr(), kb, vb,
             keys[0].shape[2], sl.data_ptr(), bb.data_ptr(),
             (P * L)(*(got[i].data_ptr() if i in got else None for i in range(L))),
             work.data_ptr(), torch.get_num_threads())
