@@ -8,7 +8,7 @@ from collections import deque
 from dataclasses import dataclass
 import torch
 from .tree import compile_tree, batch_trees, tree_bias
-from .verify import Sampling, probs
+from .verify import Sampling, probs, draw_distinct
 from .decode import Draft, Drafter, TreeDrafter
 
 # %% auto #0
@@ -203,7 +203,7 @@ def _propose(self, context, sampling, generator=None, hidden=None):
         for u, c in n_kids.items():  # decided for the whole level above; now the draws
             if sampling.greedy: pick = logits[u].topk(c).indices
             else:
-                pick = torch.multinomial(dist[u], c, replacement=False, generator=generator)
+                pick = draw_distinct(dist[u], c, generator)
                 q[u] = dist[u]
             # head index, token id
             for j, (x, t) in enumerate(zip(pick.tolist(), dr._tokens(pick).tolist())):

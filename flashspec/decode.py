@@ -13,7 +13,7 @@ import torch
 from .models import check_supported
 from .draft import check_compatible
 from .tree import Tree, TreeConfig, compile_tree, batch_trees, tree_bias
-from .verify import Sampling, probs, verify_greedy, verify_sampling
+from .verify import Sampling, probs, draw_distinct, verify_greedy, verify_sampling
 from .kvcache import StaticKVCache, append, forward, prefill, tree_step, commit
 from .kvcache import causal_bias, bucket_slots
 from .engine import make_forward, TreeInputs, greedy_accept, _interp, NativeForward
@@ -147,7 +147,7 @@ class TreeDrafter(Drafter):
                     if self.min_prob and float(qu.max()) < self.min_prob: continue
                     # top-k / top-p may leave fewer tokens than children
                     m = min(len(kids), int((qu > 0).sum()))
-                    pick = torch.multinomial(qu, m, replacement=False, generator=generator)
+                    pick = draw_distinct(qu, m, generator)
                     # fillers: skipped by verification
                     pick = torch.cat([pick, pick[-1:].repeat(len(kids) - m)])
                     if self.vocab is None: q[u] = qu

@@ -9,8 +9,8 @@ import torch
 from .tree import Tree, TreeConfig, compile_tree
 
 # %% auto #0
-__all__ = ['PROPOSALS', 'Sampling', 'probs', 'sample_tokens', 'verify_greedy', 'sibling_proposal', 'residual', 'verify_sampling',
-           'draft_tree_tokens']
+__all__ = ['PROPOSALS', 'Sampling', 'probs', 'sample_tokens', 'draw', 'draw_distinct', 'verify_greedy', 'sibling_proposal',
+           'residual', 'verify_sampling', 'draft_tree_tokens']
 
 # %% ../nbs/04_verify.ipynb #8c104c00
 @dataclass(frozen=True)
@@ -57,6 +57,42 @@ def sample_tokens(logits:torch.Tensor, # (..., V)
     e = torch.empty_like(p).exponential_(generator=generator)
     # an exact 0 from exponential_ would make 0 / 0: a token of no mass could win
     return (p / e.clamp_min_(torch.finfo(e.dtype).tiny)).argmax(-1)
+
+# %% ../nbs/04_verify.ipynb #dr000002
+def draw(p:torch.Tensor, # (V,) non-negative weights, not all zero (a distribution, or a multiple)
+         generator:torch.Generator|None=None,
+        ) -> int:
+    """One index `i` drawn with probability `p[i] / p.sum()` (as `torch.multinomial(p, 1)`): by the
+    inverse of `p`'s float64 cumulative sum at a float64 uniform, on the CPU."""
+    if p.dim() != 1 or not len(p):
+        raise ValueError(f"draw needs one row of weights, not {tuple(p.shape)}.")
+    if p.device.type != "cpu": return int(torch.multinomial(p, 1, generator=generator))
+    c = p.double().cumsum(0)                                     # (V,) c[i] = p[0] + ... + p[i]
+    total = float(c[-1])
+    if not 0 < total < float("inf") or float(p.min()) < 0:  # a NaN fails the first test
+        raise ValueError("draw needs finite non-negative weights with a positive sum.")
+    u = torch.rand((), dtype=torch.float64, generator=generator) * total  # [0, total)
+    i = int(torch.searchsorted(c, u, right=True))  # c[i - 1] <= u < c[i]: p[i] > 0
+    # u rounded up to the total (a chance of about 2^-53): the last token of any weight
+    return i if i < len(p) else int(p.nonzero()[-1])
+
+def draw_distinct(p:torch.Tensor, # (V,) non-negative weights
+                  m:int, # how many, at most the number of tokens of positive weight
+                  generator:torch.Generator|None=None,
+                 ) -> torch.Tensor:
+    """(m,) distinct indices, each drawn by `draw` from `p` with the earlier ones' weights set to
+    zero (the draws of `torch.multinomial(p, m, replacement=False)`)."""
+    if p.dim() == 1 and p.device.type != "cpu":
+        return torch.multinomial(p, m, replacement=False, generator=generator)
+    if not 0 <= m <= int((p > 0).sum()):
+        raise ValueError(f"draw_distinct: {m} draws from {int((p > 0).sum())} tokens of weight.")
+    left, out = p, []
+    for _ in range(m):
+        out.append(draw(left, generator))
+        if len(out) < m:  # the next draw from what is left
+            if left is p: left = p.clone()
+            left[out[-1]] = 0
+    return torch.tensor(out, dtype=torch.long)
 
 # %% ../nbs/04_verify.ipynb #ce9051a3
 def verify_greedy(tree:Tree, tokens:torch.Tensor, # (N,) node tokens, root first
@@ -119,7 +155,7 @@ def verify_sampling(tree:Tree, tokens:torch.Tensor, # (N,) node tokens, root fir
             if torch.rand((), generator=generator) * qi[x] < pu[x]: nxt = c; break
             pu = residual(pu, qi); earlier.append(x)
         if nxt is None:  # all children rejected (or a leaf): bonus from what is left of p
-            return path, int(torch.multinomial(pu, 1, generator=generator))
+            return path, draw(pu, generator)
         u = nxt; path.append(u)
 
 # %% ../nbs/04_verify.ipynb #295654d7
