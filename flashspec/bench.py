@@ -214,6 +214,8 @@ def bench(
             raise ValueError(f"Unknown method {m!r}; choose from {', '.join(METHODS)}.")
     if not prompts: raise ValueError("No prompts to run.")
     if repeats < 1: raise ValueError("repeats must be >= 1.")
+    # before the journal is written: a journal of a run that cannot run would be resumed next time
+    if max_new_tokens < 1: raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}.")
     if len({q["question_id"] for q in prompts}) < len(prompts):
         raise ValueError("question_id must be unique within prompts.")
     records = []
@@ -508,6 +510,9 @@ def add_cli(sub):
 def cmd_bench(args):
     """`flashspec bench`: run the benchmark from parsed options, write the results JSON and print
     the tables."""
+    for k in ("limit", "repeats"):  # before the models load and the costs are measured
+        v = getattr(args, k)
+        if v is not None and v < 1: raise ValueError(f"--{k} must be >= 1, got {v}.")
     target, tok, draft = load_models(args)
     prompts = read_prompts(args.prompts, categories=args.categories, limit=args.limit)
     if args.first_turns: prompts = [dict(q, turns=q["turns"][:1]) for q in prompts]

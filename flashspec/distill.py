@@ -19,9 +19,9 @@ __all__ = ['DESIGNS', 'VOCAB_KEY', 'WEIGHTS', 'DISTILLED', 'KD_ANSWERS', 'MAX_ST
            'answer_batch', 'answer_turns', 'answer_conversations', 'topk_pass', 'pool_slice', 'make_distill_data',
            'save_answers', 'merge_answers', 'pool_lines', 'answers_file', 'assistant_markers', 'text_rows',
            'make_text_data', 'collate', 'step_loss', 'save_draft_weights', 'frequent_tokens', 'Interrupted',
-           'train_draft', 'target_fingerprint', 'load_draft_weights', 'load_distilled_draft', 'cmd_distill_data',
-           'load_kd_data', 'cmd_distill_features', 'cmd_distill', 'add_cli', 'agreement', 'alpha', 'acceptance',
-           'pool_acceptance']
+           'train_draft', 'target_fingerprint', 'load_draft_weights', 'load_distilled_draft', 'check_numbers',
+           'cmd_distill_data', 'load_kd_data', 'cmd_distill_features', 'cmd_distill', 'add_cli', 'agreement', 'alpha',
+           'acceptance', 'pool_acceptance']
 
 # %% ../nbs/02_distill.ipynb #8f260746
 def distill_loss(draft_logits:torch.Tensor, # (..., V) draft logits
@@ -706,9 +706,32 @@ def _data_args(p):
             "where the target runs (generation, features) and the draft trains: "
             "cpu, cuda, cuda:1, ..."))
 
+# option: (its least value, whether that value itself is allowed); options left unset pass
+_LIMITS = dict(
+    n_prompts=(1, True), max_prompt_tokens=(1, True), max_new_tokens=(1, True), topk=(0, True),
+    batch_size=(1, True), shard_size=(1, True), text_prompts=(0, True),
+    answer_temperature=(0, True), steps=(1, True), train_batch_size=(1, True), lr=(0, False),
+    warmup=(0, True), w_ce=(0, True), w_kd=(0, True), w_feat=(0, True), T=(0, False),
+    ckpt_every=(1, True), time_limit=(0, False), draft_vocab=(0, True), topk_features=(1, True),
+    ttt_steps=(1, True), step_decay=(0, False), held_out=(0, True))
+
+def check_numbers(args:argparse.Namespace):
+    """Refuse `distill-data`'s and `distill`'s numeric options out of range (`_LIMITS`; NaN too),
+    and losses that all weigh 0, before anything is loaded, answered or cached (an hour's work)."""
+    for k, (lo, closed) in _LIMITS.items():
+        v = getattr(args, k, None)
+        if v is None: continue
+        if v != v or v < lo or (v == lo and not closed):
+            raise ValueError(
+                f"--{k.replace('_', '-')} must be {'>=' if closed else '>'} {lo}, got {v}.")
+    w = [getattr(args, k, None) for k in ("w_ce", "w_kd", "w_feat")]
+    if all(x == 0 for x in w if x is not None) and any(x is not None for x in w):
+        raise ValueError("--w-ce, --w-kd and --w-feat are all 0: the draft would learn nothing.")
+
 def cmd_distill_data(args):
     """`flashspec distill-data`: the target answers the pool on `--device` (and teacher-forces
     `--text-prompts` more)."""
+    check_numbers(args)
     target, tok = load_target(args.target, dtype=args.data_dtype, device=args.device)
     t0 = time.time()
     ds = make_distill_data(
@@ -866,7 +889,7 @@ def _design_defaults(args):
 def cmd_distill(args):
     "`flashspec distill`: train a draft of the chosen design on the target's own answers."
     _design_defaults(args)
-    check_device(args.device)  # before any data is read or made
+    check_numbers(args); check_device(args.device)  # before any data is read or made
     # before any data is made: a feature cache can take an hour
     if args.init and args.design != "eagle3":
         raise SystemExit("--init fine-tunes a feature drafter: use it with --design eagle3.")

@@ -172,6 +172,8 @@ def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
 def load_models(args:argparse.Namespace):
     """Target, tokenizer and drafter from `model_args` options: `(target, tokenizer, draft)`;
     `args.draft_name` says which draft."""
+    n = getattr(args, "max_new_tokens", None)  # before anything loads (or a cost model is measured)
+    if n is not None and n < 1: raise ValueError(f"--max-new-tokens must be >= 1, got {n}.")
     dev = getattr(args, "device", "cpu")  # `load_target` refuses a CUDA device where there is none
     target, tok = load_target(args.target, dtype=args.dtype, device=dev)
     if args.lookup:
@@ -187,20 +189,23 @@ def load_models(args:argparse.Namespace):
         draft = slice_draft(target, args.draft_layers)
         args.draft_name = f"first {args.draft_layers} target layers, untrained"
     else:
+        # only the loading is tried: an error of the options after it (a bad tree, a quantization
+        # that fails) is that error, not a missing draft
         try:
+            draft = None
             if getattr(args, "draft_design", None) != "slice":
                 try:
                     draft = load_shipped_drafter(target)
                     args.draft_name = (f"feature drafter shipped with flashspec (EAGLE-3 style, "
                                        f"{len(draft.vocab)}-token head)")
-                    return _quantized(target, tok, draft, args)
                 except FileNotFoundError:
                     if getattr(args, "draft_design", None) == "eagle3": raise
-            draft = load_distilled_draft(target)
-            v = getattr(draft, "draft_vocab", None)
-            args.draft_name = (
-                f"distilled draft shipped with flashspec ({draft.config.num_hidden_layers} layers"
-                + (f", {len(v)}-token vocabulary subset)" if v is not None else ")"))
+            if draft is None:
+                draft = load_distilled_draft(target)
+                v = getattr(draft, "draft_vocab", None)
+                args.draft_name = (
+                    f"distilled draft shipped with flashspec ({draft.config.num_hidden_layers}"
+                    " layers" + (f", {len(v)}-token vocabulary subset)" if v is not None else ")"))
         except (ValueError, FileNotFoundError) as e:
             # 4 layers, fewer than the target's: a slice of all its layers costs a target step
             k = max(1, min(4, target.config.num_hidden_layers - 1))
