@@ -410,7 +410,8 @@ def plot(res:dict, methods=None, path=None):
             b.hist(acc, bins=range(0, max(acc) + 2), alpha=.6, label=m, density=True)
     b.set_xlabel("drafted tokens accepted per round")
     b.set_ylabel("fraction of rounds")
-    b.legend(fontsize=7)
+    if b.get_legend_handles_labels()[1]: b.legend(fontsize=7)
+    else: b.text(.5, .5, "no method drafted", ha="center", transform=b.transAxes, fontsize=8)
     fig.suptitle(res["meta"].get("label", ""), fontsize=8); fig.tight_layout()
     if path: fig.savefig(path, dpi=90)
     return fig
@@ -513,6 +514,10 @@ def cmd_bench(args):
     for k in ("limit", "repeats"):  # before the models load and the costs are measured
         v = getattr(args, k)
         if v is not None and v < 1: raise ValueError(f"--{k} must be >= 1, got {v}.")
+    for k in ("out", "journal", "plot"):  # where the run's results go must exist before it runs
+        f = getattr(args, k)
+        if f is not None and not Path(f).resolve().parent.is_dir():
+            raise FileNotFoundError(f"--{k} {f}: no folder {Path(f).resolve().parent}.")
     target, tok, draft = load_models(args)
     prompts = read_prompts(args.prompts, categories=args.categories, limit=args.limit)
     if args.first_turns: prompts = [dict(q, turns=q["turns"][:1]) for q in prompts]
