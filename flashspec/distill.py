@@ -8,7 +8,7 @@ import argparse, json, math, os, shutil, sys, tempfile, time
 from pathlib import Path
 import torch
 import torch.nn.functional as F
-from .models import encode_chat, load_target, atomic_write, check_device
+from .models import encode_chat, load_target, atomic_write, check_device, read_weights
 from .data import read_prompts, data_dir, DISTILL
 from .draft import slice_draft, trainable_parameters, param_hashes
 from .decode import generate
@@ -646,9 +646,7 @@ KD_ANSWERS = "distill/kd_answers_smollm2-135m.npz"
 def load_draft_weights(target, path:str|Path):
     """A draft sliced from `target` with the trainable part read from `path` (saved by
     `train_draft`), in eval mode."""
-    from safetensors import safe_open
-    with safe_open(str(path), "pt") as f:
-        meta, sd = f.metadata() or {}, {k: f.get_tensor(k) for k in f.keys()}
+    meta, sd = read_weights(path)
     vocab = sd.pop(VOCAB_KEY, None)
     fp = meta.get("target_fingerprint")
     if fp and fp != target_fingerprint(target):
@@ -780,8 +778,7 @@ def _caps(items:list|None) -> dict:
 def _check_held_out(init, held):
     """Warn when `init` may have trained on rows this run holds out: their agreement would be
     flattered."""
-    from safetensors import safe_open
-    with safe_open(str(init), "pt") as f: m = f.metadata() or {}
+    m = read_weights(init, tensors=False)[0]
     now = [] if held is None else held.rows.tolist()
     same = (m.get("held_out_sha") == held.tokens_sha() if m.get("held_out_sha") and held is not None
             # older files list row numbers only: compared as such

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from .models import atomic_write, cache_dir, check_supported
+from .models import atomic_write, cache_dir, check_supported, read_weights
 from .draft import param_hashes
 from .tree import TreeConfig, tree_bias, batch_trees
 from .decode import Drafter, TreeDrafter
@@ -707,10 +707,8 @@ def train_feature_drafter(
 def load_feature_drafter(target, path:str|Path) -> FeatureDraft:
     """A `FeatureDraft` for `target` with the weights saved by `train_feature_drafter`
     (`draft.safetensors`)."""
-    from safetensors import safe_open
     from flashspec.distill import target_fingerprint, VOCAB_KEY
-    with safe_open(str(path), "pt") as f:
-        meta, sd = f.metadata() or {}, {k: f.get_tensor(k) for k in f.keys()}
+    meta, sd = read_weights(path)
     if meta.get("design") != "eagle3":
         raise ValueError(f"{path} is not a feature drafter (design {meta.get('design')!r}).")
     if meta.get("target_fingerprint") != target_fingerprint(target):
@@ -738,9 +736,8 @@ def load_shipped_drafter(target):
 
 def load_draft_file(target, path:str|Path):
     "A draft saved by `flashspec distill` (a `.safetensors` of either design) for `target`."
-    from safetensors import safe_open
     from flashspec.distill import load_draft_weights
-    with safe_open(str(path), "pt") as f: design = (f.metadata() or {}).get("design")
+    design = read_weights(path, tensors=False)[0].get("design")
     return (
         load_feature_drafter(target, path)
         if design == "eagle3"
@@ -847,10 +844,8 @@ def store_acceptance(
     key:str="rank_acceptance", # e.g. "chain_acceptance" (`chain_acceptance`'s result)
 ) -> Path:
     "Store an acceptance measurement in the metadata of the weights file at `path`, atomically."
-    from safetensors import safe_open
     from safetensors.torch import save_file
-    with safe_open(str(path), "pt") as f:
-        meta, sd = dict(f.metadata() or {}), {k: f.get_tensor(k) for k in f.keys()}
+    meta, sd = read_weights(path)
     table = key == "rank_acceptance"
     meta[key] = json.dumps([[round(float(x), 5) for x in row] for row in P] if table else P)
     return atomic_write(path, lambda t: save_file(sd, t, metadata=meta))

