@@ -355,6 +355,7 @@ def generate_batch(target, # the target causal LM
         if not isinstance(req, Request): req = Request(list(req))
         try:
             ids = check_prompt(target, req.input_ids, req.max_new_tokens)
+            _eos_set(target, req.eos_token_id)  # a bad one refused here, with the request alone
             if max_len is not None and len(ids) >= max_len:
                 raise ValueError(
                     f"Prompt of {len(ids)} tokens does not fit in the cache ({max_len} slots per"
@@ -456,6 +457,7 @@ def generate_fused_batch(target, # the target causal LM (a family with a native 
                 raise ValueError("The fused batch draws from one generator (its `seed`); use"
                                  " generate_batch for seeds of their own.")
             ids = check_prompt(target, req.input_ids, req.max_new_tokens)
+            _eos_set(target, req.eos_token_id)  # a bad one refused here, with the request alone
             if len(ids) < 2:
                 raise ValueError("The fused round needs a prompt of at least 2 tokens.")
             need = check_room(target, len(ids), req.max_new_tokens, t.n_nodes, max_len)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_decode.ipynb #c47b2f31
 from __future__ import annotations
-import time
+import operator, time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -640,7 +640,11 @@ def _as_drafter(draft, tree:TreeConfig|None, target) -> Drafter:
 def _eos_set(target, eos_token_id):
     if eos_token_id is None: eos_token_id = target.generation_config.eos_token_id
     if eos_token_id is None: return set()
-    return set(eos_token_id) if isinstance(eos_token_id, (list, tuple)) else {int(eos_token_id)}
+    ids = list(eos_token_id) if isinstance(eos_token_id, (list, tuple, set)) else [eos_token_id]
+    try: return {operator.index(i) for i in ids}  # ints (numpy's, 0-d tensors' too), no floats
+    except TypeError:
+        raise ValueError(
+            f"eos_token_id must be a token id or a list of them, got {eos_token_id!r}.") from None
 
 def check_prompt(target, input_ids, max_new_tokens:int) -> torch.Tensor:
     "The prompt as a non-empty `(L,)` tensor of in-vocabulary ids, or a clear `ValueError`."
@@ -652,6 +656,8 @@ def check_prompt(target, input_ids, max_new_tokens:int) -> torch.Tensor:
         ids = ids[0]
     if ids.dim() != 1 or len(ids) == 0:
         raise ValueError("input_ids must be a non-empty 1D sequence of token ids.")
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise ValueError(f"input_ids must be integer token ids, not {ids.dtype}.")
     if max_new_tokens < 1: raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}.")
     vocab = target.get_output_embeddings().out_features
     if int(ids.max()) >= vocab or int(ids.min()) < 0:
