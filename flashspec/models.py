@@ -185,6 +185,7 @@ def load_target(
         raise ValueError(
             f"Unsupported model at {path}: model_type {cfg.model_type!r}; flashspec supports "
             f"{', '.join(SUPPORTED_MODEL_TYPES)} causal LMs.")
+    tok = _tokenizer(path) if tokenizer else None  # before the weights: it fails faster
     from transformers.utils import logging as hf_logging
     bar = hf_logging.is_progress_bar_enabled()
     # a 1-second load needs no progress bar (and it clutters notebooks)
@@ -194,7 +195,16 @@ def load_target(
         if bar: hf_logging.enable_progress_bar()
     model.requires_grad_(False)
     check_supported(model)
-    return model, AutoTokenizer.from_pretrained(path) if tokenizer else None
+    return model, tok
+
+def _tokenizer(path:Path):
+    "`path`'s tokenizer, or a `ValueError` that says the checkpoint's tokenizer did not load."
+    try: return AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError, TypeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(
+            f"{path}: its tokenizer did not load ({first}); a target needs its tokenizer files"
+            " (tokenizer.json, or a slow tokenizer's) in the checkpoint.") from None
 
 # %% ../nbs/00_models.ipynb #82304328
 def tiny_llama(n_layers:int=4, vocab_size:int=128, hidden:int=64, heads:int=4, kv_heads:int=2,
