@@ -233,3 +233,21 @@ def test_code_lines_fit_the_page():
         for rel, c in notebook_cells() if c['cell_type'] == 'code'
         for l in ''.join(c['source']).split('\n') if len(l) > 100]
     assert not long, f'code lines longer than 100 characters: {long}'
+
+
+def test_measurements_are_not_run_by_nbdev_docs():
+    """nbdev's docs build runs every cell that holds an import (or show_doc, or an export), whatever
+    its flags: a `slow` or `cuda` cell that did would rerun a measurement (hours, or a GPU) in
+    `nbdev_docs`. Their imports sit in a plain cell before them."""
+    from execnb.nbio import NbCell
+    from nbdev.process import extract_directives
+    from nbdev.processors import _do_eval
+    flags = {'slow', 'cuda'}
+    run = []
+    for rel, c in notebook_cells():
+        if c['cell_type'] != 'code': continue
+        src = ''.join(c['source'])
+        cell = NbCell(0, dict(c, source=src))
+        cell.directives_ = extract_directives(cell)  # as nbdev's docs build reads a cell
+        if flags & set(cell.directives_) and _do_eval(cell): run.append(f"{rel} cell {c.get('id')}")
+    assert not run, f'measurement cells nbdev_docs would run: {run}'

@@ -73,11 +73,13 @@ def _filters():
         def __call__(self, cell):
             hit = flags & set(getattr(cell, 'directives_', {}) or {})
             if hit:
-                if cell.cell_type == 'code' and 'import' in (cell.source or ''):
+                from nbdev.processors import _do_eval  # nbdev's own test: imports, show_doc, export
+                if cell.cell_type == 'code' and _do_eval(cell):
                     first = (cell.source or '').strip().splitlines()[0]
                     print(
-                        f'  warning: a cell flagged `{" ".join(sorted(hit))}` contains an import:'
-                        f' not run here, but `nbdev_docs` would run it (cell starting `{first}`)',
+                        f'  warning: a cell flagged `{" ".join(sorted(hit))}` holds an import (or'
+                        ' show_doc, or an export): not run here, but `nbdev_docs` would run it'
+                        f' (cell starting `{first}`)',
                         file=sys.stderr)
                 return
             return super().__call__(cell)
