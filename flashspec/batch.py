@@ -508,6 +508,8 @@ class Conversation:
                  tree:TreeConfig|None=None, max_prompt_tokens:int=512,
                  max_new_tokens:int=128, sampling:Sampling=Sampling(), engine:str="auto"):
         check_supported(target)
+        for k, v in (("max_prompt_tokens", max_prompt_tokens), ("max_new_tokens", max_new_tokens)):
+            if v < 1: raise ValueError(f"{k} must be >= 1, got {v}.")  # a turn would answer nothing
         self.target, self.tok, self.tree, self.sampling = target, tokenizer, tree, sampling
         self.max_prompt_tokens, self.max_new_tokens = max_prompt_tokens, max_new_tokens
         self.make = drafter_factory(draft, target)
