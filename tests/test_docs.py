@@ -240,9 +240,11 @@ def test_measurements_are_not_run_by_nbdev_docs():
     its flags: a `slow` or `cuda` cell that did would rerun a measurement (hours, or a GPU) in
     `nbdev_docs`. Their imports sit in a plain cell before them."""
     from execnb.nbio import NbCell
+    from nbdev.config import get_config
     from nbdev.process import extract_directives
     from nbdev.processors import _do_eval
-    flags = {'slow', 'cuda'}
+    flags = set(get_config(path=ROOT).get('tst_flags', '').split())  # slow, cuda
+    assert flags, 'settings.ini names no tst_flags'
     run = []
     for rel, c in notebook_cells():
         if c['cell_type'] != 'code': continue

@@ -64,7 +64,8 @@ def _in_dir(d):
 
 def _filters():
     "nbdev's `FilterDefaults`, except that cells flagged with a `tst_flags` flag are never run"
-    from nbdev.processors import FilterDefaults, exec_show_docs
+    # `_do_eval`: nbdev's own test of which cells its docs build runs (imports, show_doc, exports)
+    from nbdev.processors import FilterDefaults, exec_show_docs, _do_eval
     flags = set(_cfg(Path(__file__).resolve().parent.parent).get('tst_flags', '').split())
     class exec_show_docs_unflagged(exec_show_docs):
         # nbdev runs every cell that contains an import to fill in `show_doc`, `#| slow` and `#|
@@ -73,7 +74,6 @@ def _filters():
         def __call__(self, cell):
             hit = flags & set(getattr(cell, 'directives_', {}) or {})
             if hit:
-                from nbdev.processors import _do_eval  # nbdev's own test: imports, show_doc, export
                 if cell.cell_type == 'code' and _do_eval(cell):
                     first = (cell.source or '').strip().splitlines()[0]
                     print(
