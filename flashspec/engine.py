@@ -530,6 +530,14 @@ def make_forward(
     if compile:
         allow_recompiles()  # a graph per forward size and cache size a process meets
         cuda = model.get_output_embeddings().weight.device.type == "cuda"
+        if native and not cuda and matmul in ("auto", "rows") and rows_kernel() is not None:
+            warnings.warn(
+                "compile=True on a CPU: a compiled forward cannot call flashspec's C kernel, "
+                "which the eager one runs its products and layers through; compiled decoding "
+                "measured 3-7x slower than eager on 2-core CPUs (05a_engine, *Compiled, once its "
+                "shapes are compiled*). Leave it off unless `flashspec bench --compile` is faster "
+                "here.",
+                stacklevel=2)
         mode = "reduce-overhead" if cuda else None
         # the product forms are chosen eagerly, the compiled part gets them as plain flags
         if native:
