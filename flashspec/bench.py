@@ -309,6 +309,9 @@ def _agg(recs, hf_tps, hf_out, greedy):
     if recs and "draft_s" in recs[0] and fw:
         out["round_ms"] = {k: 1000 * sum(r[k + "_s"] for r in recs) / fw
                            for k in ("draft", "forward", "accept", "commit", "overhead")}
+    # the share of the answers' time spent in their prompts' prefill (flashspec's own methods)
+    if recs and all("prefill_s" in r for r in recs) and sec:
+        out["prefill_share"] = sum(r["prefill_s"] for r in recs) / sec
     spreads = [r["spread"] for r in recs if r.get("spread") is not None]
     out["noise"] = statistics.median(spreads) if spreads else None
     return out
@@ -459,6 +462,13 @@ def report(res:dict, # what `bench` returned (or its JSON)
     budget = [f"{m}: " + ", ".join(f"{k} {v:.1f}" for k, v in fm[m]["round_ms"].items())
               for m in fm if fm[m].get("round_ms")]
     if budget: parts.append("ms per round: " + "; ".join(budget))
+    pre = [f"{m} {fm[m]['prefill_share']:.2f}" for m in fm if fm[m].get("prefill_share")]
+    if pre:
+        per_cat = ", ".join(
+            f"{c} {ms[main]['prefill_share']:.2f}" for c, ms in res["per_category"].items()
+            if (ms.get(main) or {}).get("prefill_share") is not None)
+        parts.append("share of the time in the prompt's prefill: " + "; ".join(pre)
+                     + (f" ({main} per category: {per_cat})" if per_cat else ""))
     return "\n\n".join(parts)
 
 # %% ../nbs/08_bench.ipynb #34e086fc

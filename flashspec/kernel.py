@@ -21,11 +21,12 @@ __all__ = ['ROWS_SRC', 'LAYER_SRC', 'KERNEL_FLAGS', 'LAYER_NORMS', 'c_compiler',
 
 # %% ../nbs/04a_kernel.ipynb #kn000006
 ROWS_SRC = r"""
-// y (M, N) = x (M, K) @ w (N, K)^T in fp32: each weight row read once for up to 8 input rows, each
-// output summed in one fixed order whatever M is (16 lanes over k, a fixed tree over the lanes, a
-// scalar tail). rows_mm_q8: the same over int8 weights, rows_mm_q4 over 4-bit ones. A few outputs
-// are computed side by side (NB): their weights and the inputs are loaded once for all of them,
-// and their sums run as independent chains; each output's own order is unchanged.
+// y (M, N) = x (M, K) @ w (N, K)^T in fp32: each weight row read once for a block of input rows (up
+// to 7 in one block, from 8 rows on blocks of 4), each output summed in one fixed order whatever M
+// is (16 lanes over k, a fixed tree over the lanes, a scalar tail). rows_mm_q8: the same over int8
+// weights, rows_mm_q4 over 4-bit ones. A few outputs are computed side by side (NB): their weights
+// and the inputs are loaded once for all of them, and their sums run as independent chains; each
+// output's own order is unchanged.
 #include <omp.h>
 #include <stddef.h>
 typedef float v16 __attribute__((vector_size(64)));
@@ -213,12 +214,20 @@ typedef void (*span_fn)(const float*, wts, float*, int, int, int, int);
     static const span_fn kind##s[9] = {0, kind##1, kind##2, kind##3, kind##4, kind##5, kind##6, \
                                        kind##7, kind##8};
 SPANS(fblock, NBF) SPANS(q8block, NB) SPANS(q4block, NB)
-// every row block of 8 over thread t's share (of T) of the outputs
+// every row block over thread t's share (of T) of the outputs: up to 7 rows as one block, from 8
+// rows on blocks of ROW_BLOCK (4: from 8 rows on faster than blocks of 8, much for fp32 weights,
+// a little for int8 and 4-bit ones, measured: *Row blocks of four*; -DROW_BLOCK=8 builds the
+// blocks used before).
+// Each row's sums are its own, so the blocks change no bits.
+#if !defined(ROW_BLOCK)
+#define ROW_BLOCK 4
+#endif
 static void rows_in(const span_fn* spans, const float* x, wts W, float* y, int M, int N, int K,
                     int t, int T) {
     int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
-    for (int m0 = 0; m0 < M; m0 += 8)
-        spans[M - m0 < 8 ? M - m0 : 8](x + (size_t)m0 * K, W, y + (size_t)m0 * N, n0, n1, N, K);
+    const int B = M < 8 ? M : ROW_BLOCK;
+    for (int m0 = 0; m0 < M; m0 += B)
+        spans[M - m0 < B ? M - m0 : B](x + (size_t)m0 * K, W, y + (size_t)m0 * N, n0, n1, N, K);
 }
 static void run_rows(const span_fn* spans, const float* x, wts W, float* y, int M, int N, int K,
                      int threads) {
