@@ -217,10 +217,12 @@ SPANS(fblock, NBF) SPANS(q8block, NB) SPANS(q4block, NB)
 // every row block over thread t's share (of T) of the outputs: up to 7 rows as one block, from 8
 // rows on blocks of ROW_BLOCK (4: from 8 rows on faster than blocks of 8, much for fp32 weights,
 // a little for int8 and 4-bit ones, measured: *Row blocks of four*; -DROW_BLOCK=8 builds the
-// blocks used before).
-// Each row's sums are its own, so the blocks change no bits.
+// blocks used before). Each row's sums are its own, so the blocks change no bits.
 #if !defined(ROW_BLOCK)
 #define ROW_BLOCK 4
+#endif
+#if ROW_BLOCK < 1 || ROW_BLOCK > 8
+#error "ROW_BLOCK must be 1 to 8 (the spans run 1 to 8 rows)"
 #endif
 static void rows_in(const span_fn* spans, const float* x, wts W, float* y, int M, int N, int K,
                     int t, int T) {
