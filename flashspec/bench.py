@@ -462,7 +462,8 @@ def report(res:dict, # what `bench` returned (or its JSON)
     budget = [f"{m}: " + ", ".join(f"{k} {v:.1f}" for k, v in fm[m]["round_ms"].items())
               for m in fm if fm[m].get("round_ms")]
     if budget: parts.append("ms per round: " + "; ".join(budget))
-    pre = [f"{m} {fm[m]['prefill_share']:.2f}" for m in fm if fm[m].get("prefill_share")]
+    pre = [f"{m} {fm[m]['prefill_share']:.2f}" for m in fm
+           if fm[m].get("prefill_share") is not None]
     if pre:
         per_cat = ", ".join(
             f"{c} {ms[main]['prefill_share']:.2f}" for c, ms in res["per_category"].items()
