@@ -87,6 +87,14 @@ class TreeDrafter(Drafter):
         # head index -> token id
         self, pick): return pick if self.vocab is None else self.vocab[pick]
 
+    def _token(self, i:int) -> int:
+        "One head index's token id (a Python int)."
+        if self.vocab is None: return i
+        held = getattr(self, "_vlist", None)  # (the vocabulary, it as a list)
+        if held is None or held[0] is not self.vocab:
+            held = self._vlist = (self.vocab, self.vocab.tolist())
+        return held[1][i]
+
     def set_tree(self, paths:tuple) -> None:
         """Propose trees of these index paths from the next round on (a per-request budget); at most
         `max_nodes` nodes."""
@@ -131,6 +139,12 @@ class TreeDrafter(Drafter):
             for u in t.levels[d]:
                 kids = t.children[u]
                 if not kids or u not in live: continue
+                if sampling.greedy and len(kids) == 1 and not self.min_prob:
+                    # one child, the best: its index read on the host (numpy's argmax, a tenth of
+                    # `topk`'s cost for a vector of a few thousand)
+                    toks[kids[0]] = self._token(int(logits[u].numpy().argmax()))
+                    live.add(kids[0])
+                    continue
                 if sampling.greedy:
                     top = logits[u].topk(len(kids))
                     pick = top.indices
@@ -713,7 +727,7 @@ def count_round(stats:DecodeStats, tree:Tree, path:list[int]) -> None:
     "Record one target forward in `stats`: the tree verified and the path (node indices) accepted."
     stats.target_forwards += 1
     stats.accepted.append(len(path) - 1); stats.drafted_depth.append(tree.max_depth)
-    stats.nodes.append(tree.n_nodes); stats.ranks.append(tree.rank[path[1:]].tolist())
+    stats.nodes.append(tree.n_nodes); stats.ranks.append([tree.rank_list[i] for i in path[1:]])
 
 def take_tokens(new:list[int], # a round's committed tokens (accepted drafts, then the bonus)
                 out:list, # the request's output so far: extended in place
@@ -806,8 +820,10 @@ def generate(target, # the target causal LM
                 compiled_size(d.tree.n_nodes, n_tree, dev) if compile else pad.get(d.tree.n_nodes))
             ti = inputs[d.tree.paths] = TreeInputs(d.tree, max_len, dev, dt, n_pad=n_pad)
         n0 = int(cache.lengths[0])
-        toks = torch.zeros(ti.N, dtype=torch.long); toks[:d.tree.n_nodes] = d.tokens
-        toks = toks.to(dev)
+        if ti.N == d.tree.n_nodes: toks = d.tokens.to(dev, torch.long)
+        else:
+            toks = torch.zeros(ti.N, dtype=torch.long); toks[:d.tree.n_nodes] = d.tokens
+            toks = toks.to(dev)
         bias, pos, slots = ti(n0)
         # greedy: the target's token at each node (`argmax`), not its logits
         logits, feats = tree_fwd(
@@ -820,7 +836,8 @@ def generate(target, # the target causal LM
             path, bonus = verify_sampling(d.tree, d.tokens, p, d.q, drafter.proposal, gen)
         t3 = time.perf_counter()
         commit(cache, n0, [path])
-        if layers: pending = feats[0, path]  # (k + 1, F): the root and the accepted nodes
+        # (k + 1, F): the root and the accepted nodes (a chain's first k + 1: a view)
+        if layers: pending = feats[0, :len(path)] if path[-1] == len(path) - 1 else feats[0, path]
         t4 = time.perf_counter()
         stats.draft_s += t1 - t0
         stats.forward_s += t2 - t1

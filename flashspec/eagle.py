@@ -511,15 +511,17 @@ class FeatureDrafter(TreeDrafter):
         super().__init__(tree, None if len(fd.vocab) == fd.V else fd.vocab, fd.V, min_prob)
         self.fd, self.feature_layers = fd, fd.layers
         self._c_held = None  # `feature_step_args` of the network (`fresh_args`)
+        self._c_static = None  # set at `start` (`_c_args`)
         # its rounds' products through 4-bit or int8 copies (`draft_copy`; the C layer's alike)
         self.copies = draft_int8_on()
 
     def _c_args(self, rows:int) -> dict|None:
         """The network's `feature_step_args` where `rows` rows run its step in C (fp32 on the CPU,
         at most 32 rows, the kernel built), else None (its PyTorch form)."""
-        if (rows > 32 or self.K.dtype != torch.float32 or self.K.device.type != "cpu"
-                or torch.is_grad_enabled() or not layer_kernel_on() or rows_kernel() is None):
-            return None
+        if self._c_static is None:  # what holds for the whole request, read at its first step
+            self._c_static = (self.K.dtype == torch.float32 and self.K.device.type == "cpu"
+                              and layer_kernel_on() and rows_kernel() is not None)
+        if rows > 32 or not self._c_static or torch.is_grad_enabled(): return None
         read = lambda: [a] if (a := feature_step_args(self.fd)) else False
         self._c_held = fresh_args(self._c_held, read)
         return self._c_held[0][0] if self._c_held[0] else None
@@ -546,6 +548,7 @@ class FeatureDrafter(TreeDrafter):
         self._last = None  # (features, token, position) of the last committed entry (the C form)
         self._later = []  # features of rounds deferred (`defer`), taken in at the next root
         self._rope, self._work = None, None  # the C step's rotary table and scratch
+        self._c_static = None  # whether the request's cache lets the step run in C (`_c_args`)
 
     def defer(self, context, hidden) -> bool:
         "Keeps the new features for the next `root_logits` (the network runs then, over all)."
@@ -578,10 +581,13 @@ class FeatureDrafter(TreeDrafter):
             if m:
                 f = hidden.to(torch.float32).contiguous()                   # (m, F)
                 toks = context[self.n + 1:self.n + 1 + m]
-                pos = torch.arange(self.n, self.n + m)  # entry p pairs feature p with token p + 1
+                # entry p pairs feature p with token p + 1
+                pos, p0 = torch.arange(self.n, self.n + m), self.n
                 self.n, self._last = n - 1, (f[-1:], toks[-1:], pos[-1:])
-            else: f, toks, pos = self._last
-            out, lg = self._step(c, f, toks, pos, pos)
+                out, lg = self._step(c, f, toks, slice(p0, p0 + m), pos)
+            else:
+                f, toks, pos = self._last
+                out, lg = self._step(c, f, toks, pos, pos)
             self._out = {0: out[:, -1:]}
             return lg[0]
         if m:

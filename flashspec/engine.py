@@ -370,7 +370,7 @@ class TreeInputs:
     def __call__(self, n:int|torch.Tensor):
         """`(bias (1, 1, N, S), positions (1, N), slots (N,))` for a tree whose root sits at slot
         `n` (= committed tokens); `n` of shape (B,): one tree per row (see `build`)."""
-        most = int(torch.as_tensor(n).max())
+        most = n if isinstance(n, int) else int(torch.as_tensor(n).max())
         if most + self.N > self.S:
             raise ValueError(
                 f"A tree of {self.N} nodes after {most} tokens does not fit in {self.S} slots.")

@@ -166,7 +166,8 @@ def commit(cache:StaticKVCache, slot0:int, paths:list[list[int]]) -> None:
         for buf in cache.keys + cache.values:
             # (M, H, D) gathered, then scattered: one copy per buffer
             buf[rows, :, dst] = buf[rows, :, src]
-    cache.lengths += torch.tensor([len(p) for p in paths])
+    if len(paths) == 1 and len(cache.lengths) == 1: cache.lengths += len(paths[0])
+    else: cache.lengths += torch.tensor([len(p) for p in paths])
 
 # %% ../nbs/05_kvcache.ipynb #25e75b85
 def prefill(model, cache:StaticKVCache, prompts:list) -> None:

@@ -5,7 +5,7 @@
 # %% ../nbs/03_tree.ipynb #7795c949
 from __future__ import annotations
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, cached_property
 import torch
 
 # %% auto #0
@@ -53,6 +53,11 @@ class Tree:
     def max_depth(self):
         "The deepest level (0 = the root alone)."
         return len(self.levels) - 1
+
+    @cached_property
+    def rank_list(self) -> list[int]:
+        "`rank` as a Python list (read on the host every round)."
+        return self.rank.tolist()
 
     def path_to(self, node:int) -> list[int]:
         "Node indices from the root to `node`, both included."
