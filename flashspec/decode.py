@@ -75,6 +75,7 @@ class TreeDrafter(Drafter):
         # (S,) sorted
         self.vocab = (None if vocab is None
                       else torch.as_tensor(vocab, dtype=torch.long).unique().cpu())
+        self._vlist = None if self.vocab is None else self.vocab.tolist()  # (`_token`)
         if self.vocab is not None:
             if len(self.vocab) == 0 or int(self.vocab[0]) < 0 or int(self.vocab[-1]) >= V:
                 raise ValueError(f"vocab must be non-empty token ids in 0..{V - 1}.")
@@ -89,11 +90,7 @@ class TreeDrafter(Drafter):
 
     def _token(self, i:int) -> int:
         "One head index's token id (a Python int)."
-        if self.vocab is None: return i
-        held = getattr(self, "_vlist", None)  # (the vocabulary, it as a list)
-        if held is None or held[0] is not self.vocab:
-            held = self._vlist = (self.vocab, self.vocab.tolist())
-        return held[1][i]
+        return i if self._vlist is None else self._vlist[i]
 
     def set_tree(self, paths:tuple) -> None:
         """Propose trees of these index paths from the next round on (a per-request budget); at most

@@ -511,7 +511,6 @@ class FeatureDrafter(TreeDrafter):
         super().__init__(tree, None if len(fd.vocab) == fd.V else fd.vocab, fd.V, min_prob)
         self.fd, self.feature_layers = fd, fd.layers
         self._c_held = None  # `feature_step_args` of the network (`fresh_args`)
-        self._c_static = None  # set at `start` (`_c_args`)
         # its rounds' products through 4-bit or int8 copies (`draft_copy`; the C layer's alike)
         self.copies = draft_int8_on()
 
@@ -528,8 +527,9 @@ class FeatureDrafter(TreeDrafter):
 
     def _step(self, c, x, toks, pos, slots, bias=None, fc=True):
         """One `feature_step` over T entries (C): x (T, F) features (or, `fc` False, (T, d) hidden
-        states), toks, pos, slots (T,); writes their keys and values, returns `(out (1, T, d), (T
-        or 1, S) logits)` (all rows' where a bias is given: a tree level)."""
+        states), toks, pos, slots (T,) (pos may be a slice: positions in a run); writes their keys
+        and values, returns `(out (1, T, d), (T or 1, S) logits)` (all rows' where a bias is given:
+        a tree level)."""
         if self._rope is None:  # (S, hd) cos and sin of every slot's position, once a request
             cos, sin = self.fd.target_parts["rotary"](self.K, torch.arange(self.S)[None])
             self._rope = cos[0].contiguous(), sin[0].contiguous()
