@@ -81,8 +81,9 @@ To give the training the whole run:
 Rehearsal here (2026-12-04, a 2-core AMD EPYC: the seven default phases all ended "ok" in 2.0 minutes
 with this machine's costs cached; `--phases train --budget 600` ran the tiny sampled answers, features
 and training to the end in 47 s; again 2026-12-06 on a 2-core Intel Xeon with that day's code: all
-seven "ok" in 3.2 minutes, `batch` the longest at 83 of its 122 s, and the train phase in 60 s). A CPU cannot record a CUDA graph: the fused phases run their rounds
-eagerly here:
+seven "ok" in 3.2 minutes, `batch` the longest at 83 of its 122 s, and the train phase in 60 s; and
+that night with commit aba4983's code: all seven "ok" in 4.0 minutes, `batch` 123 of its 135 s, the
+train phase 31 s). A CPU cannot record a CUDA graph: the fused phases run their rounds eagerly here:
   .venv/bin/python tools/gpu_session.py --device cpu --tiny --out /tmp/gpu-rehearsal --budget 600
 The first H200 run (2026-12-04) learned what the shares are now sized by: a fresh machine spends
 about 35 s measuring the cost model's costs in the first bench, eager `hf` takes about 10 s an
