@@ -1,4 +1,4 @@
 "`python -m flashspec ...`: the same command line as the `flashspec` console script."
-from .cli import main
+from .cli.main import main
 
 if __name__ == "__main__": raise SystemExit(main())

@@ -4,12 +4,13 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st, HealthCheck
 
-from flashspec.models import tiny_llama
-from flashspec.draft import slice_draft
+from flashspec.target import tiny_llama
+from flashspec.drafters.slice import slice_draft
 from flashspec.tree import TreeConfig
 from flashspec.verify import Sampling
-from flashspec.decode import generate, ModelDrafter
-from flashspec.batch import Request, generate_batch
+from flashspec.decode.loop import speculate
+from flashspec.drafters.slice import ModelDrafter
+from flashspec.decode.batch import Request, generate_batch
 
 TARGET = tiny_llama(n_layers=4, seed=21)
 DRAFTS = {k: slice_draft(TARGET, k) for k in (1, 4)}
@@ -36,18 +37,18 @@ def test_each_request_as_if_alone(reqs, batch_size, draft, budget, seed):
         eos = -1
         # an EOS the request's own output reaches (or not) at its own round
         if r["eos_at"] is not None:
-            plain = generate(TARGET, None, prompt, r["max_new"], eos_token_id=-1)[0]
+            plain = speculate(TARGET, None, prompt, r["max_new"], eos_token_id=-1)[0]
             eos = plain[min(r["eos_at"], len(plain) - 1)]
         req = Request(prompt, r["max_new"], s, r["seed"], tree=tree, eos_token_id=eos)
         requests.append(req)
         if budget is None:
             alone.append(
-                generate(
+                speculate(
                     TARGET, DRAFTS[draft], prompt, r["max_new"], sampling=s, tree=tree,
                     seed=r["seed"], eos_token_id=eos,
                 )[0])
         elif s.greedy:  # budgets change the trees, so only greedy output is fixed: the target's own
-            alone.append(generate(TARGET, None, prompt, r["max_new"], eos_token_id=eos)[0])
+            alone.append(speculate(TARGET, None, prompt, r["max_new"], eos_token_id=eos)[0])
         else:
             alone.append(None)
     res = generate_batch(TARGET, DRAFTS[draft], requests, batch_size=batch_size, node_budget=budget)

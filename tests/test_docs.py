@@ -253,3 +253,25 @@ def test_measurements_are_not_run_by_nbdev_docs():
         cell.directives_ = extract_directives(cell)  # as nbdev's docs build reads a cell
         if flags & set(cell.directives_) and _do_eval(cell): run.append(f"{rel} cell {c.get('id')}")
     assert not run, f'measurement cells nbdev_docs would run: {run}'
+
+
+def test_notebooks_are_small():
+    """No notebook carries a history of outputs: each is under 300 KB (plots of the results journal are
+    PNG files beside its pages, `nbs/results/img/`)."""
+    big = [f"{p.relative_to(NBS)}: {p.stat().st_size // 1024} KB" for p in NBS.rglob('*.ipynb')
+           if p.stat().st_size > 300_000]
+    assert not big, f'notebooks over 300 KB: {big}'
+
+
+def test_readme_is_a_front_page():
+    """README.md is a front page: at most ~150 lines of ordinary length, one results table per machine
+    kind, a link to the results journal, and where to start reading."""
+    text = (ROOT/'README.md').read_text(encoding='utf-8')
+    lines = text.splitlines()
+    assert len(lines) <= 160, f'README.md has {len(lines)} lines'
+    # as read: a link's target does not count (nbdev links every API name to its page)
+    shown = [re.sub(r'\]\([^)]*\)', ']', l) for l in lines]
+    long = [l[:60] for l in shown if len(l) > 120 and not l.startswith('|')]
+    assert not long, f'README lines over 120 characters as read: {long}'
+    for need in ('## Quick start', '## Results', '## Where to start reading', 'results/index.ipynb'):
+        assert need in text, f'README.md lacks {need!r}'

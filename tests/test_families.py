@@ -6,14 +6,15 @@ import pytest
 import torch
 import transformers as T
 
-from flashspec.models import SUPPORTED_MODEL_TYPES
-from flashspec.draft import slice_draft
-from flashspec.eagle import FeatureDraft, export_eagle3
-from flashspec.decode import generate
+from flashspec.target import SUPPORTED_MODEL_TYPES
+from flashspec.drafters.slice import slice_draft
+from flashspec.drafters.feature import FeatureDraft
+from flashspec.train.export import export_eagle3
+from flashspec.decode.loop import speculate
 from flashspec.tree import TreeConfig
-from flashspec.batch import Request, generate_batch
+from flashspec.decode.batch import Request, generate_batch
 from flashspec.engine import NATIVE_TYPES
-from flashspec.fused import generate_fused
+from flashspec.decode.fused import generate_fused
 
 CONFIGS = dict(
     llama=T.LlamaConfig, mistral=T.MistralConfig, qwen2=T.Qwen2Config, qwen3=T.Qwen3Config,
@@ -45,14 +46,14 @@ def test_both_designs_are_lossless(family):
     # the drafter's own layer is a Llama layer, whatever the target's family
     assert (fd.config.model_type, fd.config.num_hidden_layers) == ("llama", 1)
     ids = torch.randint(2, 128, (12,), generator=torch.Generator().manual_seed(1)).tolist()
-    plain = generate(m, None, ids, 16, eos_token_id=-1)[0]
+    plain = speculate(m, None, ids, 16, eos_token_id=-1)[0]
     for draft in (fd, slice_draft(m, 1)):
-        assert generate(m, draft, ids, 16, eos_token_id=-1, tree=TreeConfig(3, 2))[0] == plain
+        assert speculate(m, draft, ids, 16, eos_token_id=-1, tree=TreeConfig(3, 2))[0] == plain
 
 
 @pytest.mark.parametrize("family", sorted(CONFIGS))
 def test_the_fused_round_is_lossless_or_refused(family):
-    """The fused round (07d_fused) runs the native forward: on those families it gives the target's
+    """The fused round (10b_fused) runs the native forward: on those families it gives the target's
     own output with and without a lookup chain; on the others it refuses, clearly."""
     m = tiny(family)
     fd = FeatureDraft(m)
@@ -60,7 +61,7 @@ def test_the_fused_round_is_lossless_or_refused(family):
     if family not in NATIVE_TYPES:
         with pytest.raises(ValueError, match="native forward"): generate_fused(m, fd, ids, 8)
         return
-    plain = generate(m, None, ids, 16, eos_token_id=-1)[0]
+    plain = speculate(m, None, ids, 16, eos_token_id=-1)[0]
     for chain in (0, 3):
         got = generate_fused(m, fd, ids, 16, tree=TreeConfig(3, 2), chain=chain, eos_token_id=-1)
         assert got[0] == plain
@@ -76,10 +77,10 @@ def test_batched_requests_decode_as_alone(family):
     m = tiny(family)
     g = torch.Generator().manual_seed(2)
     prompts = [torch.randint(2, 128, (n,), generator=g).tolist() for n in (5, 9, 14)]
-    alone = [generate(m, None, p, 10, eos_token_id=-1)[0] for p in prompts]
+    alone = [speculate(m, None, p, 10, eos_token_id=-1)[0] for p in prompts]
     for draft in (FeatureDraft(m), slice_draft(m, 1)):
         got = generate_batch(
-            m, draft, [Request(p, 10, eos_token_id=-1) for p in prompts], tree=TreeConfig(2, 2))
+            m, draft, [Request(p, 10, eos_token_id=-1) for p in prompts], tree=TreeConfig(2, 2), node_budget=None)
         assert [r.tokens for r in got] == alone
 
 

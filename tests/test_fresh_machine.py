@@ -20,7 +20,7 @@ def run(args, env=None, timeout=300):
     "cmd",
     [
         [str(BIN / "flashspec"), "--help"], [sys.executable, "-m", "flashspec", "--help"],
-        [sys.executable, "-c", "import flashspec.draft, flashspec.quant"]])
+        [sys.executable, "-c", "import flashspec.drafters.slice, flashspec.quant"]])
 def test_commands_and_imports_print_nothing_to_stderr(cmd):
     r = run(cmd)
     assert r.returncode == 0, r.stderr
@@ -48,7 +48,7 @@ def test_main_api_at_the_top_of_the_package():
 
 
 def _tiny():
-    from flashspec.models import tiny_llama
+    from flashspec.target import tiny_llama
     return tiny_llama()
 
 
@@ -70,10 +70,10 @@ def test_the_command_line_is_the_top_of_the_house():
 # check.
 _CHECK = textwrap.dedent("""
     import json, torch, warnings
-    from flashspec.models import tiny_llama
-    from flashspec.draft import slice_draft
+    from flashspec.target import tiny_llama
+    from flashspec.drafters.slice import slice_draft
     from flashspec.tree import TreeConfig
-    from flashspec.decode import generate
+    from flashspec.decode.loop import speculate as generate
     from flashspec.quant import quantize_target
     out = {}
     for m in ("int8-rowwise", "torchao-int8-dynamic", "bnb-int8"):

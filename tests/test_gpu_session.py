@@ -4,7 +4,7 @@ import importlib.util, sys, tarfile
 from pathlib import Path
 import pytest
 
-from flashspec.cli import parser
+from flashspec.cli.main import parser
 
 ROOT = Path(__file__).resolve().parents[1]
 

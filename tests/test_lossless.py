@@ -6,15 +6,17 @@ import torch
 from hypothesis import given, settings, strategies as st, HealthCheck
 from scipy.stats import chisquare
 
-from flashspec.models import tiny_llama
-from flashspec.draft import slice_draft
+from flashspec.target import tiny_llama
+from flashspec.drafters.slice import slice_draft
 from flashspec.tree import TreeConfig, compile_tree
 from flashspec.verify import Sampling, probs
-from flashspec.decode import (
-    generate, Drafter, Draft, ModelDrafter, PromptLookupDrafter, MergedDrafter, merge_drafts,
-    AnswerStore, StoreDrafter)
-from flashspec.eagle import FeatureDraft
-from flashspec.adaptive import AdaptiveConfig, AdaptiveDrafter
+from flashspec.decode.loop import speculate
+from flashspec.drafters.base import Drafter, Draft
+from flashspec.drafters.slice import ModelDrafter
+from flashspec.drafters.lookup import PromptLookupDrafter, AnswerStore, StoreDrafter
+from flashspec.drafters.merged import MergedDrafter, merge_drafts
+from flashspec.drafters.feature import FeatureDraft
+from flashspec.drafters.adaptive import AdaptiveConfig, AdaptiveDrafter
 
 
 def hf_greedy(target, prompt, n):
@@ -32,7 +34,7 @@ def test_greedy_equals_target_across_models(seed, tie, kv_heads):
         prompt = torch.randint(2, 128, (n,), generator=g).tolist()
         ref = hf_greedy(target, prompt, 48)
         for k, shape in [(1, TreeConfig(5, 4)), (3, TreeConfig(3, 2)), (5, TreeConfig(8, 1))]:
-            out, stats = generate(
+            out, stats = speculate(
                 target, slice_draft(target, k), prompt, 48, tree=shape, eos_token_id=-1)
             assert out == ref, (k, shape)
             assert stats.target_forwards <= 48 and stats.new_tokens == 48
@@ -64,7 +66,7 @@ def test_greedy_lossless_any_tree(raw, plen, seed):
     output."""
     paths = closed_paths(raw)
     prompt = torch.randint(2, 128, (plen,), generator=torch.Generator().manual_seed(seed)).tolist()
-    out, _ = generate(
+    out, _ = speculate(
         _target, ModelDrafter(_draft, TreeConfig(paths=paths)), prompt, 20, eos_token_id=-1)
     ref = hf_greedy(_target, prompt, 20)
     assert out == ref
@@ -73,13 +75,13 @@ def test_greedy_lossless_any_tree(raw, plen, seed):
     merged = MergedDrafter(
         ModelDrafter(_draft, TreeConfig(paths=paths), vocab=sub, min_prob=0.01 * (seed % 3)),
         PromptLookupDrafter(3, min_ngram=1))
-    assert generate(_target, merged, prompt, 20, eos_token_id=-1)[0] == ref
+    assert speculate(_target, merged, prompt, 20, eos_token_id=-1)[0] == ref
     # gated by a cost model: from flat (every chain merged whole) to steep (most left out or cut)
     costs = dict(verify={1: 10.0, 64: 10.0 + 63.0 * (seed % 5)}, round={0: 1.0, 4: 1.0 + seed % 3})
     gated = MergedDrafter(
         ModelDrafter(_draft, TreeConfig(paths=paths)), PromptLookupDrafter(3, min_ngram=1),
         costs=costs, pad_nodes={n: n + seed % 2 for n in range(1, 40)})
-    assert generate(_target, gated, prompt, 20, eos_token_id=-1)[0] == ref
+    assert speculate(_target, gated, prompt, 20, eos_token_id=-1)[0] == ref
 
 
 def token_paths(d):
@@ -148,7 +150,7 @@ def _two_token_chi2(target, drafter_fn, sampling, n, seed):
     exp = (p1[:, None] * p2).flatten().double()
     counts = torch.zeros(V * V)
     for i in range(n):
-        out, _ = generate(
+        out, _ = speculate(
             target, drafter_fn(), prompt, 2, sampling=sampling, seed=seed * 100_000 + i,
             eos_token_id=-1)
         counts[out[0] * V + out[1]] += 1
@@ -233,7 +235,7 @@ def test_adaptive_trees_vary(kind):
     sizes = set()
     for i in range(30):
         ad = fn()
-        generate(target, ad, [2, 3, 4], 2, sampling=Sampling(1.0), seed=i, eos_token_id=-1)
+        speculate(target, ad, [2, 3, 4], 2, sampling=Sampling(1.0), seed=i, eos_token_id=-1)
         sizes |= {h["nodes"] for h in ad.history}
     assert len(sizes) >= 3, sizes
 

@@ -6,11 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from flashspec.models import tiny_llama, tiny_tokenizer, load_target, encode_chat
-from flashspec.distill import add_cli, save_answers
-from flashspec.eagle import extract_features, load_draft_file, FeatureData
-from flashspec.decode import generate
-from flashspec.engine import draft_acceptance
+from flashspec.target import tiny_llama, tiny_tokenizer, load_target, encode_chat
+from flashspec.cli.distill import add_distill
+from flashspec.train.answers import save_answers
+from flashspec.train.features import extract_features, FeatureData
+from flashspec.drafters.weights import load_draft_file
+from flashspec.decode.loop import speculate
+from flashspec.drafters.weights import draft_acceptance
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +28,7 @@ def own(tmp_path_factory):
     convs = [dict(source=f"s{i % 2}:{i}", turns=[f"w{i} w{i + 1}", f"w{i + 7}"][:1 + i % 2])
              for i in range(6)]
     pool.write_text("\n".join(json.dumps(c) for c in convs))
-    ap = argparse.ArgumentParser(); add_cli(ap.add_subparsers())
+    ap = argparse.ArgumentParser(); add_distill(ap.add_subparsers())
     args = ap.parse_args([
         "distill", "--target", str(d/"m"), "--prompts", str(pool), "--out", str(d/"run"),
         "--design", "eagle3", "--max-new-tokens", "6", "--batch-size", "4", "--steps", "2",
@@ -52,7 +54,7 @@ def test_trains_on_the_targets_own_answers(own):
     offs = kd["offsets"]
     for r in range(len(offs) - 1):
         ids, p = kd["tokens"][offs[r]:offs[r + 1]].astype(np.int64), int(kd["n_prompt"][r])
-        want = generate(target, None, ids[:p].tolist(), len(ids) - p,
+        want = speculate(target, None, ids[:p].tolist(), len(ids) - p,
                         eos_token_id=tok.eos_token_id)[0]
         assert ids[p:].tolist() == want[:len(ids) - p]
 
@@ -68,8 +70,8 @@ def test_the_trained_drafter_decodes_losslessly(own):
     assert len(P) == 5 and all(len(row) == k and all(0 <= x <= 1 for x in row) for row in P)
     assert all(sum(row) <= 1 + 1e-6 for row in P)
     ids = encode_chat(tok, "w3 w4")
-    plain = generate(target, None, ids, 12, eos_token_id=-1)[0]
-    assert generate(target, draft, ids, 12, eos_token_id=-1)[0] == plain
+    plain = speculate(target, None, ids, 12, eos_token_id=-1)[0]
+    assert speculate(target, draft, ids, 12, eos_token_id=-1)[0] == plain
 
 
 def test_answers_in_another_template_are_refused(own, tmp_path):

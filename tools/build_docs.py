@@ -314,7 +314,21 @@ blockquote { margin: .5rem 0; padding: .2rem 1rem; border-left: 4px solid var(--
 hr { border: 0; border-top: 1px solid var(--line); margin: 1.5rem 0; }
 """
 
-def build_site(root: Path, dest: Path, processed: dict):
+ASSETS = ('.png', '.jpg', '.svg', '.json', '.jsonl')
+
+def copy_assets(nbs: Path, dest: Path):
+    "Files the pages link to (plots, raw results) copied beside the pages, as Quarto copies them"
+    import shutil
+    for dirpath, dirnames, filenames in os.walk(nbs):
+        dirnames[:] = sorted(d for d in dirnames if not re.match(SKIP_RE, d))
+        for f in filenames:
+            if f.endswith(ASSETS) and not re.match(SKIP_RE, f):
+                src = Path(dirpath)/f
+                out = dest/src.relative_to(nbs)
+                out.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, out)
+
+def build_site(root: Path, dest: Path, processed: dict, nbs_dir: Path):
     "Write every processed notebook as a page under `dest`"
     from pygments.formatters import HtmlFormatter
     cfg = _cfg(root)
@@ -335,7 +349,7 @@ def build_site(root: Path, dest: Path, processed: dict):
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(
             PAGE.format(
-                title=html.escape(e['title']),
+                title=html.escape(e['title'], quote=False),
                 site_title=html.escape(site_title),
                 description=f'<p class="description">{html.escape(desc)}</p>' if desc else '',
                 description_meta=(
@@ -345,6 +359,7 @@ def build_site(root: Path, dest: Path, processed: dict):
                 body=body,
                 toc=toc_html(body)),
             encoding='utf-8')
+    copy_assets(nbs_dir, dest)
     if not (dest/'index.html').exists() and entries:  # no index.ipynb: land on the first page
         first = entries[0]['page'].as_posix()
         (dest / 'index.html').write_text(
@@ -414,7 +429,7 @@ def main(argv=None):
         print(f'wrote {readme}', file=sys.stderr)
     if a.only_readme: return
     dest = Path(a.dest) if a.dest else Path(cfg.doc_path)
-    entries = build_site(root, dest, processed)
+    entries = build_site(root, dest, processed, nbs)
     print(f'wrote {len(entries)} pages to {dest}/ (open {dest}/index.html)', file=sys.stderr)
 
 if __name__ == '__main__': main()

@@ -110,7 +110,7 @@ PHASES = ("batch", "fused-tree", "bench-sampled", "bench-fp32", "batch-fp32", "b
 DEFAULT_PHASES = tuple(
     p for p in PHASES if p not in ("train", "bench-compiled", "bench-fused", "bench-bf16"))
 # flashspec-adaptive-merged in bench-bf16: EAGLE-2's dynamic tree of 64 nodes with lookup chains,
-# the GPU budget measured on the CPU (07c_adaptive, *A GPU's budget*), timed where nodes cost
+# the GPU budget measured on the CPU (09e_adaptive, *A GPU's budget*), timed where nodes cost
 # about nothing
 # (greedy rounds: the threshold plays no part)
 BEAM = ("--adaptive", "--beam", 10, "--max-nodes", 64, "--max-width", 10, "--max-draft-length", 6)
@@ -196,7 +196,7 @@ def plan(a) -> dict:
                     ["hf-static", "ar", "flashspec", "flashspec-merged",
                      "flashspec-adaptive-merged"], *BEAM)],
             0.02),
-        # issue 12's 50-prompt check (07_decode's, on the fused round): the first turns of 50
+        # issue 12's 50-prompt check (10_decode's, on the fused round): the first turns of 50
         # questions, 64 new tokens, fp32, against hf token for token; a fixed tree needs no cost
         # measurement (24 s on a fresh machine); fp32 hf took 3.5 s a 96-token answer in the
         # second H200 run, the fused round 0.35 s
@@ -234,25 +234,25 @@ def plan(a) -> dict:
 def sources() -> list[str]:
     "The distillation pool's sources (for the rehearsal's caps)."
     from flashspec.data import data_dir, DISTILL
-    from flashspec.eagle import pool_sources
+    from flashspec.train.features import pool_sources
     return sorted(set(pool_sources(data_dir() / DISTILL)) - {None})
 
 def shared_answers() -> str:
     "Path of the shared answers file (the embedded target's greedy answers to the pool)."
     from flashspec.data import data_dir
-    from flashspec.distill import KD_ANSWERS
+    from flashspec.data import KD_ANSWERS
     return str(data_dir() / KD_ANSWERS)
 
 def shipped() -> str:
     "Path of the feature drafter shipped in the package."
-    from flashspec.distill import WEIGHTS
-    from flashspec.eagle import EAGLE_WEIGHTS
+    from flashspec.drafters.weights import WEIGHTS
+    from flashspec.drafters.weights import EAGLE_WEIGHTS
     return str(WEIGHTS/EAGLE_WEIGHTS)
 
 def hf_batched(model, prompts:list, B:int, n:int, slots:int) -> tuple[list, float]:
     """Hugging Face greedy `generate` with its static cache of `slots` on left-padded batches of B:
     `(outputs, seconds)`."""
-    from flashspec.batch import hf_generate_batched
+    from flashspec.bench import hf_generate_batched
     outs, _, secs = hf_generate_batched(model, prompts, B, n, static=True, cache_len=slots)
     return outs, secs
 
@@ -260,9 +260,9 @@ def first_turns(device:str, dtype:str, tiny:bool) -> tuple:
     """What both batch phases decode: the target in `dtype` on `device`, the shipped drafter, and
     the first turns of 16 Spec-Bench questions (4 in the rehearsal) with their new tokens:
     `(target, draft, questions, prompt ids, new tokens)`."""
-    from flashspec.models import load_target, encode_chat
+    from flashspec.target import load_target, encode_chat
     from flashspec.data import read_prompts
-    from flashspec.eagle import load_shipped_drafter
+    from flashspec.drafters.weights import load_shipped_drafter
     target, tok = load_target(dtype=dtype, device=device)
     qs = read_prompts(limit=4 if tiny else 16)
     ids = [encode_chat(tok, q["turns"][:1]) for q in qs]
@@ -274,10 +274,10 @@ def batch_phase(path:Path, device:str, tiny:bool):
     `tree="auto"`) and, at the first batch size, the one-request tree, the compiled round and
     `generate_batch`."""
     import datetime
-    from flashspec.models import hardware
-    from flashspec.engine import auto_tree
-    from flashspec.fused import fused_auto_tree, FUSED_SIZES
-    from flashspec.batch import generate_batch, generate_fused_batch, Request
+    from flashspec.util import hardware
+    from flashspec.tune import auto_tree
+    from flashspec.decode.fused import fused_auto_tree, FUSED_SIZES
+    from flashspec.decode.batch import generate_batch, generate_fused_batch, Request
     from flashspec.kvcache import bucket_slots
     target, draft, qs, ids, n = first_turns(device, "bfloat16", tiny)
     tree = auto_tree(target, draft)[0]  # the eager cost model's, for one request
@@ -338,10 +338,11 @@ def batch_fp32_phase(path:Path, device:str, tiny:bool):
     batches of 8 (the shipped drafter, the fixed 4 x 3 tree with a lookup chain), each output
     against the same request decoded alone by Hugging Face `generate`."""
     import datetime
-    from flashspec.models import hardware
+    from flashspec.util import hardware
     from flashspec.tree import TreeConfig
-    from flashspec.batch import generate_fused_batch, hf_generate_batched, Request
-    from flashspec.bench import FUSED_CHAIN
+    from flashspec.decode.batch import generate_fused_batch, Request
+    from flashspec.bench import hf_generate_batched
+    from flashspec.decode.fused import FUSED_CHAIN
     target, draft, _, ids, n = first_turns(device, "float32", tiny)
     B = 2 if tiny else 8
     t0 = time.perf_counter()

@@ -1,0 +1,388 @@
+// y (M, N) = x (M, K) @ w (N, K)^T in fp32: each weight row read once for a block of input rows (up
+// to 7 in one block, from 8 rows on blocks of 4), each output summed in one fixed order whatever M
+// is (16 lanes over k, a fixed tree over the lanes, a scalar tail). rows_mm_q8: the same over int8
+// weights, rows_mm_q4 over 4-bit ones. A few outputs are computed side by side (NB): their weights
+// and the inputs are loaded once for all of them, and their sums run as independent chains; each
+// output's own order is unchanged.
+#include <omp.h>
+#include <stddef.h>
+typedef float v16 __attribute__((vector_size(64)));
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#if defined(KERNEL_PLAIN_LOOPS)  // for comparison: the loops before 2026-12-05's (one output at a
+                                 // time, widened by conversion; attention's sums in memory)
+#define NB(mb) 1
+#define NBF(mb) 1
+#else
+// outputs side by side for mb rows (int8 and 4-bit weights NB, fp32 NBF): mb * NB accumulators
+// within the 32 vector registers; fp32 at 7-8 rows one by one (measured no faster there)
+#define NB(mb) ((mb) <= 4 ? 4 : 2)
+#define NBF(mb) ((mb) <= 4 ? 4 : (mb) <= 6 ? 2 : 1)
+// 4-bit weights (0..15) of a group with scale s and offset o: its 16 values j * s + o (the same
+// fused multiply-add as int8's q * s + o), then 32 weights from 16 bytes, byte j holding weight j
+// (low) and j + 16 (high), each picked from the table (vpermps reads an index's low 4 bits)
+#define Q4_TABLE
+typedef __m512 q4grp;
+static inline q4grp q4_group(float s, float o) {
+    const __m512 j = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    return _mm512_fmadd_ps(j, _mm512_set1_ps(s), _mm512_set1_ps(o));
+}
+static inline void q4_widen(const unsigned char* p, q4grp t, v16* lo, v16* hi) {
+    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)p));
+    __m512 l = _mm512_permutexvar_ps(b, t), h = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), t);
+    __builtin_memcpy(lo, &l, 64); __builtin_memcpy(hi, &h, 64);
+}
+#endif
+// 16 int8 weights as floats (exact, whatever the instructions)
+static inline v16 widen(const signed char* p) {
+    __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)));
+    v16 v; __builtin_memcpy(&v, &f, 64); return v;
+}
+// 32 4-bit weights (0..15) as floats from 16 bytes: byte j holds weight j (low), j + 16 (high)
+static inline void widen4(const unsigned char* p, v16* lo, v16* hi) {
+    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)p));
+    __m512 l = _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(15)));
+    __m512 h = _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));
+    __builtin_memcpy(lo, &l, 64); __builtin_memcpy(hi, &h, 64);
+}
+#else
+// 16 vector registers: one output at a time
+#define NB(mb) 1
+#define NBF(mb) 1
+#if defined(__AVX2__)
+#include <immintrin.h>
+static inline v16 widen(const signed char* p) {
+    __m128i c = _mm_loadu_si128((const __m128i*)p);
+    __m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c));
+    __m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(c, 8)));
+    v16 v; __builtin_memcpy(&v, &lo, 32); __builtin_memcpy((char*)&v + 32, &hi, 32); return v;
+}
+static inline void widen4(const unsigned char* p, v16* lo, v16* hi) {
+    __m128i c = _mm_loadu_si128((const __m128i*)p);
+    __m256i b0 = _mm256_cvtepu8_epi32(c), b1 = _mm256_cvtepu8_epi32(_mm_srli_si128(c, 8));
+    __m256i f = _mm256_set1_epi32(15);
+    __m256 l0 = _mm256_cvtepi32_ps(_mm256_and_si256(b0, f));
+    __m256 l1 = _mm256_cvtepi32_ps(_mm256_and_si256(b1, f));
+    __m256 h0 = _mm256_cvtepi32_ps(_mm256_srli_epi32(b0, 4));
+    __m256 h1 = _mm256_cvtepi32_ps(_mm256_srli_epi32(b1, 4));
+    __builtin_memcpy(lo, &l0, 32); __builtin_memcpy((char*)lo + 32, &l1, 32);
+    __builtin_memcpy(hi, &h0, 32); __builtin_memcpy((char*)hi + 32, &h1, 32);
+}
+#else
+static inline v16 widen(const signed char* p) {
+    v16 v; for (int i = 0; i < 16; i++) v[i] = (float)p[i]; return v;
+}
+static inline void widen4(const unsigned char* p, v16* lo, v16* hi) {
+    for (int i = 0; i < 16; i++) { (*lo)[i] = (float)(p[i] & 15); (*hi)[i] = (float)(p[i] >> 4); }
+}
+#endif
+#endif
+#if !defined(Q4_TABLE)  // each weight widened, then q * s + o
+typedef struct { float s, o; } q4grp;
+static inline q4grp q4_group(float s, float o) { q4grp g = {s, o}; return g; }
+static inline void q4_widen(const unsigned char* p, q4grp t, v16* lo, v16* hi) {
+    widen4(p, lo, hi); *lo = *lo * t.s + t.o; *hi = *hi * t.s + t.o;
+}
+#endif
+static inline float lanes_sum(v16 a) {
+    float s8[8], s4[4], s2[2];
+    for (int i = 0; i < 8; i++) s8[i] = a[i] + a[i + 8];
+    for (int i = 0; i < 4; i++) s4[i] = s8[i] + s8[i + 4];
+    for (int i = 0; i < 2; i++) s2[i] = s4[i] + s4[i + 2];
+    return s2[0] + s2[1];
+}
+// a product's weight: fp32 rows w (N, K), or int8 q (N, K) / packed 4-bit q (N, K / 2) with a
+// scale s and offset o (N, K / G) per G inputs (each weight q * s + o)
+typedef struct { const float* w; const void* q; const float* s; const float* o; int G; } wts;
+// outputs n .. n + nb - 1 for rows 0 .. mb - 1: acc[m][j] sums x[m] * w[n + j] over k in 16
+// lanes, in order
+#define ACC_INIT v16 acc[8][4]; \
+    for (int m = 0; m < mb; m++) for (int j = 0; j < nb; j++) acc[m][j] = (v16){0};
+#define ACC_ADD(wv, off) for (int m = 0; m < mb; m++) { \
+        v16 xv; __builtin_memcpy(&xv, x + (size_t)m * K + k + (off), 64); \
+        for (int j = 0; j < nb; j++) acc[m][j] += wv[j] * xv; }
+// int8 and 4-bit weights for up to 4 rows: each weight row's cache lines asked for AHEAD rows
+// early (a prefetch never faults, even past the last row; measured: *The head's argmax, measured*)
+#if !defined(AHEAD)  // -DAHEAD=0: none
+#define AHEAD 8
+#endif
+// ... with the hint that keeps the lines in every cache level (3, prefetcht0): the same weights are
+// read again at the next forward, and lines asked for as used once (0, prefetchnta) leave the outer
+// caches, so every forward read them from memory again (measured: *Prefetches that keep the
+// weights*; -DPF_KEEP=0 builds the hint used before)
+#if !defined(PF_KEEP)
+#define PF_KEEP 3
+#endif
+static inline __attribute__((always_inline)) void fblock(
+        const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K) {
+    ACC_INIT
+    int k = 0;
+    for (; k + 16 <= K; k += 16) {
+        v16 wv[4];
+        for (int j = 0; j < nb; j++) {
+            const float* wr = W.w + (size_t)(n + j) * K;
+            // 8 rows are arithmetic enough to leave memory idle: ask for a later weight row early
+            // (measured: 1.3x at 8 rows, none or worse at 1-7; a prefetch never faults)
+            if (mb == 8) __builtin_prefetch(wr + (size_t)8 * K + k, 0, 0);
+            __builtin_memcpy(&wv[j], wr + k, 64);
+        }
+        ACC_ADD(wv, 0)
+    }
+    for (int m = 0; m < mb; m++) for (int j = 0; j < nb; j++) {
+        const float* wr = W.w + (size_t)(n + j) * K;
+        float s = lanes_sum(acc[m][j]);
+        for (int i = k; i < K; i++) s += wr[i] * x[(size_t)m * K + i];
+        y[(size_t)m * N + n + j] = s;
+    }
+}
+static inline __attribute__((always_inline)) void q8block(
+        const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K) {
+    const int G = W.G, KG = K / G;
+    ACC_INIT
+    for (int g = 0; g < KG; g++) {
+        float sg[4], og[4];
+        for (int j = 0; j < nb; j++)
+            sg[j] = W.s[(size_t)(n + j) * KG + g], og[j] = W.o[(size_t)(n + j) * KG + g];
+        for (int k = g * G; k < (g + 1) * G; k += 16) {
+            v16 wv[4];
+            for (int j = 0; j < nb; j++) {
+                const signed char* qr = (const signed char*)W.q + (size_t)(n + j) * K + k;
+                if (AHEAD && mb <= 4 && !(k & 63)) __builtin_prefetch(qr + AHEAD * K, 0, PF_KEEP);
+                wv[j] = widen(qr) * sg[j] + og[j];
+            }
+            ACC_ADD(wv, 0)
+        }
+    }
+    for (int m = 0; m < mb; m++) for (int j = 0; j < nb; j++)
+        y[(size_t)m * N + n + j] = lanes_sum(acc[m][j]);
+}
+static inline __attribute__((always_inline)) void q4block(
+        const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K) {
+    const int G = W.G, KG = K / G;
+    ACC_INIT
+    for (int g = 0; g < KG; g++) {
+        q4grp t[4];
+        for (int j = 0; j < nb; j++)
+            t[j] = q4_group(W.s[(size_t)(n + j) * KG + g], W.o[(size_t)(n + j) * KG + g]);
+        for (int k = g * G; k < (g + 1) * G; k += 32) {
+            v16 lo[4], hi[4];
+            for (int j = 0; j < nb; j++) {
+                const unsigned char* qr =
+                    (const unsigned char*)W.q + (size_t)(n + j) * (K / 2) + k / 2;
+                if (AHEAD && mb <= 4 && !(k & 127))
+                    __builtin_prefetch(qr + AHEAD * (K / 2), 0, PF_KEEP);
+                q4_widen(qr, t[j], &lo[j], &hi[j]);
+            }
+            ACC_ADD(lo, 0) ACC_ADD(hi, 16)
+        }
+    }
+    for (int m = 0; m < mb; m++) for (int j = 0; j < nb; j++)
+        y[(size_t)m * N + n + j] = lanes_sum(acc[m][j]);
+}
+// outputs n0 .. n1 - 1 of mb rows: NB(mb) side by side, the rest one by one
+typedef void (*span_fn)(const float*, wts, float*, int, int, int, int);
+#define SPAN(kind, mb, nb) static void kind##mb(const float* x, wts W, float* y, int n0, \
+                                                 int n1, int N, int K) { int n = n0; \
+    for (; n + (nb) <= n1; n += (nb)) kind(x, W, y, mb, nb, n, N, K); \
+    for (; n < n1; n++) kind(x, W, y, mb, 1, n, N, K); }
+#define SPANS(kind, NBK) SPAN(kind, 1, NBK(1)) SPAN(kind, 2, NBK(2)) SPAN(kind, 3, NBK(3)) \
+    SPAN(kind, 4, NBK(4)) SPAN(kind, 5, NBK(5)) SPAN(kind, 6, NBK(6)) SPAN(kind, 7, NBK(7)) \
+    SPAN(kind, 8, NBK(8)) \
+    static const span_fn kind##s[9] = {0, kind##1, kind##2, kind##3, kind##4, kind##5, kind##6, \
+                                       kind##7, kind##8};
+SPANS(fblock, NBF) SPANS(q8block, NB) SPANS(q4block, NB)
+// every row block over thread t's share (of T) of the outputs: up to 7 rows as one block, from 8
+// rows on blocks of ROW_BLOCK (4: from 8 rows on faster than blocks of 8, much for fp32 weights,
+// a little for int8 and 4-bit ones, measured: *Row blocks of four*; -DROW_BLOCK=8 builds the
+// blocks used before). Each row's sums are its own, so the blocks change no bits.
+#if !defined(ROW_BLOCK)
+#define ROW_BLOCK 4
+#endif
+#if ROW_BLOCK < 1 || ROW_BLOCK > 8
+#error "ROW_BLOCK must be 1 to 8 (the spans run 1 to 8 rows)"
+#endif
+static void rows_in(const span_fn* spans, const float* x, wts W, float* y, int M, int N, int K,
+                    int t, int T) {
+    int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
+    const int B = M < 8 ? M : ROW_BLOCK;
+    for (int m0 = 0; m0 < M; m0 += B)
+        spans[M - m0 < B ? M - m0 : B](x + (size_t)m0 * K, W, y + (size_t)m0 * N, n0, n1, N, K);
+}
+static void run_rows(const span_fn* spans, const float* x, wts W, float* y, int M, int N, int K,
+                     int threads) {
+    #pragma omp parallel num_threads(threads)
+    rows_in(spans, x, W, y, M, N, K, omp_get_thread_num(), omp_get_num_threads());
+}
+void rows_mm(const float* x, const float* w, float* y, int M, int N, int K, int threads) {
+    wts W = {w, 0, 0, 0, 0}; run_rows(fblocks, x, W, y, M, N, K, threads);
+}
+// int8 weights q (N, K), one fp32 scale and offset per group of G inputs, s and o (N, K / G), G a
+// multiple of 16: each weight is q * s + o in fp32 before its products
+void rows_mm_q8(const float* x, const signed char* q, const float* s, const float* o, float* y,
+                int M, int N, int K, int G, int threads) {
+    wts W = {0, q, s, o, G}; run_rows(q8blocks, x, W, y, M, N, K, threads);
+}
+// 4-bit weights (0..15) packed two a byte, per 32 inputs 16 bytes, q (N, K / 2), G a multiple
+// of 32: the same weights q * s + o, the same products in the same order
+void rows_mm_q4(const float* x, const unsigned char* q, const float* s, const float* o, float* y,
+                int M, int N, int K, int G, int threads) {
+    wts W = {0, q, s, o, G}; run_rows(q4blocks, x, W, y, M, N, K, threads);
+}
+#if defined(__AVX512F__) && defined(__AVX512VNNI__) && !defined(KERNEL_PLAIN_LOOPS)
+#include <math.h>
+// Greedy verification's argmax of rows_mm_q8's y = x w^T (int8 q (N, K), scales s (N, K / 32),
+// offsets o all zero, K a multiple of 64), without every y. Each row of x as integers r = x / sx
+// in -16256..16256, r = 128 h + l (h -127..127, l -64..63, each offset to u8); each y_i
+// approximated from exact int32 sums of (h + 128) q and (l + 64) q (VNNI), scaled per group, less
+// 16448 * sum_k w_ik (rs[i]): within cn[i] * beta of rows_mm_q8's y_i, where cn[i] >= |w_i| and
+// beta = |x - sx r| + 2^-10 |x| (Cauchy-Schwarz; the slack is far above both sums' fp32
+// rounding). Then rows_mm_q8's own sum (q8block: the same bits) for each output whose upper bound
+// reaches the highest lower bound: y's argmax, the first of equals. best[m] = -1 where x is not
+// finite or too large (the caller takes every y then).
+#if !defined(HEAD_AHEAD)  // the head's weight rows asked for this many rows early
+#define HEAD_AHEAD 16
+#endif
+static inline __attribute__((always_inline)) void approx_span(
+        const int mb, const signed char* q, const float* s, const unsigned char* hb,
+        const unsigned char* lb, const float* rs, const float* sx, float* ap, int n0, int n1,
+        int N, int K, const float* cn, const float* beta, float* lo) {
+    const int KC = K / 64, KG = K / 32;
+    for (int i = n0; i < n1; i++) {
+        __m512 acc[8];
+        for (int m = 0; m < mb; m++) acc[m] = _mm512_setzero_ps();
+        const float* si = s + (size_t)i * KG;
+        const signed char* qi = q + (size_t)i * K;
+        for (int c = 0; c < KC; c++) {
+            // lanes 0-7 sum group 2c, lanes 8-15 group 2c + 1
+            __m512i w = _mm512_loadu_si512(qi + 64 * c);
+            // HEAD_AHEAD rows ahead, kept (PF_KEEP; measured: *Prefetches that keep the weights*)
+            __builtin_prefetch(qi + (size_t)HEAD_AHEAD * K + 64 * c, 0, PF_KEEP);
+            __m512 dl = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(si[2 * c]),
+                                             _mm512_set1_ps(si[2 * c + 1]));
+            for (int m = 0; m < mb; m++) {
+                const size_t o1 = (size_t)m * K + 64 * c;
+                __m512i ah = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                 _mm512_loadu_si512(hb + o1), w);
+                __m512i al = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                 _mm512_loadu_si512(lb + o1), w);
+                __m512i v = _mm512_add_epi32(_mm512_slli_epi32(ah, 7), al);
+                acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), dl, acc[m]);
+            }
+        }
+        for (int m = 0; m < mb; m++) {
+            const float a = sx[m] * (_mm512_reduce_add_ps(acc[m]) - 16448.0f * rs[i]);
+            ap[(size_t)m * N + i] = a;
+            const float v = a - cn[i] * beta[m];  // this output's lower bound
+            if (v > lo[m]) lo[m] = v;
+        }
+    }
+}
+// outputs n0 .. n1 - 1 of row m whose upper bound reaches lo, each exactly (q8block: rows_mm_q8's
+// bits), the first of the largest: (index or -1, its value)
+static void exact_span(const float* xm, wts W, const float* a, const float* cn, float b, float lo,
+                       float* ex, int n0, int n1, int N, int K, long long* bi, float* bv) {
+    *bi = -1; *bv = 0;
+    int i = n0;
+    const __m512 vb = _mm512_set1_ps(b), vlo = _mm512_set1_ps(lo);
+    for (; i < n1; i += 16) {  // 16 bounds at a time; almost every block has no candidate
+        __mmask16 in = n1 - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n1 - i)) - 1);
+        __m512 up = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(in, cn + i), vb,
+                                    _mm512_maskz_loadu_ps(in, a + i));
+        unsigned c = _mm512_mask_cmp_ps_mask(in, up, vlo, _CMP_GE_OQ);
+        for (; c; c &= c - 1) {
+            const int n = i + __builtin_ctz(c);
+            q8block(xm, W, ex, 1, 1, n, N, K);  // writes ex[n]
+            if (*bi < 0 || ex[n] > *bv) *bi = n, *bv = ex[n];
+        }
+    }
+}
+void head_argmax(const float* x, const signed char* q, const float* s, const float* o,
+                 const float* cn, const float* rs, long long* best, int M, int N, int K,
+                 float* work, int threads) {
+    wts W = {0, q, s, o, 32};
+    unsigned char* hb = (unsigned char*)work;                   // (8, K) h + 128
+    unsigned char* lb = hb + (size_t)8 * K;                     // (8, K) l + 64
+    float* ap = (float*)(lb + (size_t)8 * K);                   // (8, N) approximations
+    float* ex = ap + (size_t)8 * N;                             // (N,) exact sums, candidates
+    float sx[8], beta[8];
+    for (int m0 = 0; m0 < M; m0 += 8) {
+        const int mb = M - m0 < 8 ? M - m0 : 8;
+        int ok[8];
+        for (int m = 0; m < mb; m++) {
+            const float* xm = x + (size_t)(m0 + m) * K;
+            float amax = 0; double nx = 0;
+            for (int k = 0; k < K; k++) {
+                float a = fabsf(xm[k]);
+                if (!(a <= 1e30f)) amax = INFINITY;  // not finite, or too large to bound
+                else if (a > amax) amax = a;
+                nx += (double)xm[k] * xm[k];
+            }
+            ok[m] = amax <= 1e30f && amax > 0;
+            best[m0 + m] = amax == 0 ? 0 : -1;  // x = 0: every y is 0, the first wins
+            sx[m] = ok[m] ? amax / 16256.0f : 1;
+            double ne = 0;
+            unsigned char* h = hb + (size_t)m * K; unsigned char* l = lb + (size_t)m * K;
+            for (int k = 0; k < K; k++) {
+                float rf = ok[m] ? nearbyintf(xm[k] / sx[m]) : 0;
+                int r = rf > 16256 ? 16256 : rf < -16256 ? -16256 : (int)rf;
+                int hh = (r + 64) >> 7;                          // floor: -127..127
+                h[k] = (unsigned char)(hh + 128); l[k] = (unsigned char)(r - (hh << 7) + 64);
+                double e = (double)xm[k] - (double)sx[m] * r; ne += e * e;
+            }
+            beta[m] = (float)((sqrt(ne) + ldexp(sqrt(nx), -10)) * (1 + 1e-5));
+        }
+        // each thread: its outputs' approximations and their highest lower bound per row; then,
+        // with every thread's bound known, its outputs that can hold the maximum, exactly
+        float lot[64][8];      // (thread, row) highest lower bound
+        long long bt[64][8];   // (thread, row) first of the largest exact sums, or -1
+        float vt[64][8];
+        const int nt = threads < 64 ? threads : 64;
+        #pragma omp parallel num_threads(nt)
+        {
+            int t = omp_get_thread_num(), T = omp_get_num_threads();
+            int n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
+            for (int m = 0; m < mb; m++) lot[t][m] = -INFINITY;
+            switch (mb) {
+#define APPROX(b) case b: approx_span(b, q, s, hb, lb, rs, sx, ap, n0, n1, N, K, cn, beta, \
+                                      lot[t]); break;
+                APPROX(1) APPROX(2) APPROX(3) APPROX(4) APPROX(5) APPROX(6) APPROX(7) APPROX(8)
+#undef APPROX
+            }
+#if !defined(HEAD_SERIAL_SCAN)
+            #pragma omp barrier
+            for (int m = 0; m < mb; m++) {
+                float lo = -INFINITY;
+                for (int u = 0; u < T; u++) if (lot[u][m] > lo) lo = lot[u][m];
+                bt[t][m] = -1;
+                if (ok[m]) exact_span(x + (size_t)(m0 + m) * K, W, ap + (size_t)m * N, cn,
+                                      beta[m], lo, ex, n0, n1, N, K, &bt[t][m], &vt[t][m]);
+            }
+            #pragma omp barrier
+            #pragma omp single
+            for (int m = 0; m < mb; m++) {  // the threads' spans in index order: first of equals
+                if (!ok[m]) continue;
+                long long bi = -1; float bv = 0;
+                for (int u = 0; u < T; u++)
+                    if (bt[u][m] >= 0 && (bi < 0 || vt[u][m] > bv)) bi = bt[u][m], bv = vt[u][m];
+                best[m0 + m] = bi;
+            }
+#endif
+        }
+#if defined(HEAD_SERIAL_SCAN)  // for comparison: the bounds scanned on one thread, as before
+        for (int m = 0; m < mb; m++) {
+            if (!ok[m]) continue;
+            const float* a = ap + (size_t)m * N; const float b = beta[m];
+            float lo = -INFINITY;
+            for (int i = 0; i < N; i++) { float v = a[i] - cn[i] * b; if (v > lo) lo = v; }
+            long long bi = -1; float bv = 0;
+            for (int i = 0; i < N; i++) {
+                if (!(a[i] + cn[i] * b >= lo)) continue;
+                q8block(x + (size_t)(m0 + m) * K, W, ex, 1, 1, i, N, K);  // writes ex[i]
+                if (bi < 0 || ex[i] > bv) bi = i, bv = ex[i];
+            }
+            best[m0 + m] = bi;
+        }
+#endif
+    }
+}
+#endif
