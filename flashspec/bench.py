@@ -390,7 +390,7 @@ def summarize(
         meta=dict(
             meta or {}, date=datetime.datetime.now().isoformat(timespec="seconds"),
             sampling=vars(sampling), torch=torch.__version__, transformers=transformers.__version__,
-            # flashspec's CPU kernel (04a_kernel): the products, the layers in C too, or why not
+            # flashspec's CPU kernel (06_kernel): the products, the layers in C too, or why not
             kernel=(("rows_linear+llama_layer" if layer_kernel_on() else "rows_linear")
                     if rows_kernel() else f"none: {kernel_status()}"),
         ),

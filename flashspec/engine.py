@@ -171,7 +171,7 @@ class NativeForward:
                  # with "auto", forwards of more rows than this use "linear" (no measurement)
                  max_pick:int=32,
                  # with "auto" or "rows", forwards of up to `max_pick` rows run each decoder layer
-                 # as one C call where its layers allow (`llama_layers`, 04a_kernel)
+                 # as one C call where its layers allow (`llama_layers`, 06_kernel)
                  layer_kernel:bool=True,
                 ):
         check_supported(model)
@@ -538,7 +538,7 @@ def make_forward(
             warnings.warn(
                 "compile=True on a CPU: a compiled forward cannot call flashspec's C kernel, "
                 "which the eager one runs its products and layers through; compiled decoding "
-                "measured 3-7x slower than eager on 2-core CPUs (05a_engine, *Compiled, once its "
+                "measured 3-7x slower than eager on 2-core CPUs (07_engine, *Compiled, once its "
                 "shapes are compiled*). Leave it off unless `flashspec bench --compile` is faster "
                 "here.",
                 stacklevel=2)

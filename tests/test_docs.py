@@ -256,16 +256,16 @@ def test_measurements_are_not_run_by_nbdev_docs():
 
 
 def test_notebooks_are_small():
-    """No notebook carries a history of outputs: each is under 300 KB (plots of the results journal are
-    PNG files beside its pages, `nbs/results/img/`)."""
+    """No notebook carries a history of outputs: each is under 300 KB (plots of the results journal
+    are PNG files beside its pages, `nbs/results/img/`)."""
     big = [f"{p.relative_to(NBS)}: {p.stat().st_size // 1024} KB" for p in NBS.rglob('*.ipynb')
            if p.stat().st_size > 300_000]
     assert not big, f'notebooks over 300 KB: {big}'
 
 
 def test_readme_is_a_front_page():
-    """README.md is a front page: at most ~150 lines of ordinary length, one results table per machine
-    kind, a link to the results journal, and where to start reading."""
+    """README.md is a front page: at most ~150 lines of ordinary length, one results table per
+    machine kind, a link to the results journal, and where to start reading."""
     text = (ROOT/'README.md').read_text(encoding='utf-8')
     lines = text.splitlines()
     assert len(lines) <= 160, f'README.md has {len(lines)} lines'
@@ -273,5 +273,21 @@ def test_readme_is_a_front_page():
     shown = [re.sub(r'\]\([^)]*\)', ']', l) for l in lines]
     long = [l[:60] for l in shown if len(l) > 120 and not l.startswith('|')]
     assert not long, f'README lines over 120 characters as read: {long}'
-    for need in ('## Quick start', '## Results', '## Where to start reading', 'results/index.ipynb'):
+    for need in ('## Quick start', '## Results', '## Where to start reading',
+                 'results/index.ipynb'):
         assert need in text, f'README.md lacks {need!r}'
+
+
+def test_images_and_raw_results_resolve(site):
+    """Every picture and raw-results link of the site's pages resolves to a file of the site (the
+    journal's plots are PNG files beside its pages, copied there by the build)."""
+    docs, missing, seen = site/'_docs', [], 0
+    for page in docs.rglob('*.html'):
+        text = page.read_text(encoding='utf-8')
+        urls = re.findall(r'<img[^>]*\bsrc="([^"]+)"', text)
+        for url in urls + re.findall(r'href="([^"#]+\.jsonl?)"', text):
+            if url.startswith(('data:', 'http:', 'https:')): continue
+            seen += 1
+            if not (page.parent/url).is_file(): missing.append(f'{page.relative_to(docs)}: {url}')
+    assert seen, 'no local image or raw-results link found: the pattern is wrong'
+    assert not missing, f'unresolved: {missing[:10]}'

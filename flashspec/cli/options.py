@@ -27,7 +27,8 @@ def adaptive_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
     "Add the adaptive-drafting options (`--adaptive` and the `AdaptiveConfig` fields) to `p`."
     d = AdaptiveConfig()
     g = p.add_argument_group(
-        "adaptive drafting", "confidence-driven tree length and width (see flashspec.adaptive)")
+        "adaptive drafting",
+        "confidence-driven tree length and width (see flashspec.drafters.adaptive)")
     g.add_argument(
         "--adaptive", action="store_true",
         help="grow each tree by the draft's confidence instead of the fixed --depth x --width tree")

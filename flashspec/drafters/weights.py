@@ -45,7 +45,8 @@ VOCAB_KEY = "draft_vocab"
 
 # %% ../../nbs/09f_weights.ipynb #619778cds2
 WEIGHTS = (
-    Path(__file__).parent / "weights" if "__file__" in globals() else Path("../flashspec/weights"))
+    Path(__file__).parent.parent / "weights" if "__file__" in globals()
+    else Path("../flashspec/weights"))
 
 DISTILLED = "smollm2-135m-instruct.draft.safetensors"
 

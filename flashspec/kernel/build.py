@@ -16,9 +16,10 @@ from pathlib import Path
 from ..util import cache_dir, cpuinfo
 
 # %% auto #0
-__all__ = ['CSRC', 'SOURCES', 'KERNEL_FLAGS', 'c_compiler', 'kernel_flags', 'kernel_source', 'cpu_identity', 'kernel_file',
-           'build_kernel', 'load_kernel', 'rows_kernel', 'kernel_id', 'kernel_status', 'exact_int8_on', 'exact_int4_on',
-           'draft_int8_on', 'draft_int4_on', 'head_argmax_on', 'layer_kernel_on', 'stack_on']
+__all__ = ['CSRC', 'SOURCES', 'KERNEL_FLAGS', 'KERNEL_PARTS', 'c_compiler', 'kernel_flags', 'kernel_source', 'cpu_identity',
+           'kernel_file', 'build_kernel', 'load_kernel', 'rows_kernel', 'kernel_id', 'kernel_status', 'kernel_part_on',
+           'exact_int8_on', 'exact_int4_on', 'draft_int8_on', 'draft_int4_on', 'head_argmax_on', 'layer_kernel_on',
+           'stack_on']
 
 # %% ../../nbs/06_kernel.ipynb #kn000008
 # the kernel's C sources, shipped with the package; kernel.c includes the other two
@@ -151,36 +152,48 @@ def kernel_status() -> str:
     return _KERNEL["status"] + (f" (built with warnings:\n{w})" if w else "")
 
 # %% ../../nbs/06_kernel.ipynb #ksw00002
+KERNEL_PARTS = ("layers", "stack", "exact-int8", "exact-int4", "draft-int8", "draft-int4",
+                "head-argmax")
+
+def kernel_part_on(part:str) -> bool:
+    """Whether `part` of the kernel (`KERNEL_PARTS`) is on: not named in `$FLASHSPEC_KERNEL_OFF`. A
+    name that is no part is a clear error, not a silent no-op."""
+    off = os.environ.get("FLASHSPEC_KERNEL_OFF", "").replace(",", " ").split()
+    unknown = sorted(set(off) - set(KERNEL_PARTS))
+    if unknown:
+        raise ValueError(f"FLASHSPEC_KERNEL_OFF names {unknown}: the kernel's parts are"
+                         f" {', '.join(KERNEL_PARTS)}.")
+    return part not in off
+
 def exact_int8_on() -> bool:
     """Whether the engine's C layers and head may read an fp32 weight as its exact int8 copy
-    (`int8_copy`; `FLASHSPEC_EXACT_INT8=0`: not)."""
-    return os.environ.get("FLASHSPEC_EXACT_INT8", "1") != "0"
+    (`int8_copy`; part `exact-int8`)."""
+    return kernel_part_on("exact-int8")
 
 def exact_int4_on() -> bool:
-    """Whether those copies may be 4-bit where the weights allow (`int4_copy`;
-    `FLASHSPEC_EXACT_INT4=0`: int8 only)."""
-    return exact_int8_on() and os.environ.get("FLASHSPEC_EXACT_INT4", "1") != "0"
+    "Whether those copies may be 4-bit where the weights allow (`int4_copy`; part `exact-int4`)."
+    return exact_int8_on() and kernel_part_on("exact-int4")
 
 def draft_int8_on() -> bool:
     """Whether a feature drafter's fp32 products may run through int8 copies (`draft_int8_copy`;
-    `FLASHSPEC_DRAFT_INT8=0`: not)."""
-    return os.environ.get("FLASHSPEC_DRAFT_INT8", "1") != "0"
+    part `draft-int8`)."""
+    return kernel_part_on("draft-int8")
 
 def draft_int4_on() -> bool:
-    """Whether those copies may be 4-bit (`draft_int4_copy`; `FLASHSPEC_DRAFT_INT4=0`: int8)."""
-    return draft_int8_on() and os.environ.get("FLASHSPEC_DRAFT_INT4", "1") != "0"
+    "Whether those copies may be 4-bit (`draft_int4_copy`; part `draft-int4`)."
+    return draft_int8_on() and kernel_part_on("draft-int4")
 
 def head_argmax_on() -> bool:
-    """Whether greedy verification may take the head's argmax through `head_argmax`
-    (`FLASHSPEC_HEAD_ARGMAX=0`: every logit, then `argmax`)."""
-    return os.environ.get("FLASHSPEC_HEAD_ARGMAX", "1") != "0"
+    """Whether greedy verification may take the head's argmax through `head_argmax` (part
+    `head-argmax`; off: every logit, then `argmax`)."""
+    return kernel_part_on("head-argmax")
 
 def layer_kernel_on() -> bool:
-    """Whether the engine may run its layers through `llama_layers` (`FLASHSPEC_LAYER_KERNEL=0`:
-    not, the products still through `rows_linear`)."""
-    return os.environ.get("FLASHSPEC_LAYER_KERNEL", "1") != "0"
+    """Whether the engine may run its layers through `llama_layers` (part `layers`; off: PyTorch's
+    layers, the products still through `rows_linear`)."""
+    return kernel_part_on("layers")
 
 def stack_on() -> bool:
-    """Whether `llama_layers` runs all the layers in one C call (`llama_stack`;
-    `FLASHSPEC_LAYER_STACK=0`: a call a layer, the same routine)."""
-    return os.environ.get("FLASHSPEC_LAYER_STACK", "1") != "0"
+    """Whether `llama_layers` runs all the layers in one C call (`llama_stack`; part `stack`; off: a
+    call a layer, the same routine)."""
+    return kernel_part_on("stack")

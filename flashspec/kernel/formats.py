@@ -100,7 +100,7 @@ def _kept(l, name:str, make) -> tuple|None:
 
 def int8_copy(l) -> tuple|None:
     """`(q (N, K) int8, s, o (N, K // G))` for an fp32 `nn.Linear` on the CPU whose weight an int8
-    grid holds bit for bit (`exact_q8`, 06_quant), else None: `rows_mm_q8` over it sums the same
+    grid holds bit for bit (`exact_q8`, 08_quant), else None: `rows_mm_q8` over it sums the same
     products in the same order as `rows_mm` over the weight, reading about a third of the bytes.
     Made once, kept with the module while the weight keeps its storage and version."""
     return _kept(l, "_flashspec_int8", exact_q8) if exact_int8_on() else None

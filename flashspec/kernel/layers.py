@@ -23,7 +23,7 @@ LAYER_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm")  # weight * x /
 
 def _product(l) -> tuple|None:
     """How the C layer runs a product module: `(weight, None, None)` for an fp32 `nn.Linear`, `(int8
-    weight, scales, offsets)` for an `Int8WeightLinear` (06_quant), else None (PyTorch runs it)."""
+    weight, scales, offsets)` for an `Int8WeightLinear` (08_quant), else None (PyTorch runs it)."""
     if type(l) is torch.nn.Linear: return (l.weight, None, None) if fp32_cpu(l.weight) else None
     q = getattr(l, "qweight", None)
     if (type(l).__name__ != "Int8WeightLinear" or type(q) is not torch.Tensor

@@ -42,7 +42,7 @@ static void rope(float* q, const float* cs, const float* sn, int M, int heads, i
 // (k the nearest integer), 2^(k/32) from a 32-entry table and the exponent's bits, a cubic in r,
 // all in double, then rounded to float. The same bits as expf wherever the top 12 bits of |x| are
 // at most 0x42a (|x| < 96); the other lanes asked for (want) are expf's own. Checked against expf
-// over all 2^32 floats (04a_kernel).
+// over all 2^32 floats (the results journal, *Kernel*); nbs/06c_layers.ipynb tests a sample.
 #define VEXP
 static const long long EXP_TAB[32] = {  // 2^(i/32)'s bits less i << 47 (glibc's __exp2f_data)
     0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
@@ -89,7 +89,7 @@ static inline __m512 exp16(__m512 x, __mmask16 want) {
     return y;
 }
 #endif
-// y[i] = expf(x[i]) for n floats (exp16 where built): what 04a_kernel checks against expf
+// y[i] = expf(x[i]) for n floats (exp16 where built): what nbs/06c_layers.ipynb checks against expf
 void exp_rows(const float* x, float* y, long long n) {
     long long i = 0;
 #if defined(VEXP)

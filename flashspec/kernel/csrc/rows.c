@@ -102,14 +102,14 @@ typedef struct { const float* w; const void* q; const float* s; const float* o; 
         v16 xv; __builtin_memcpy(&xv, x + (size_t)m * K + k + (off), 64); \
         for (int j = 0; j < nb; j++) acc[m][j] += wv[j] * xv; }
 // int8 and 4-bit weights for up to 4 rows: each weight row's cache lines asked for AHEAD rows
-// early (a prefetch never faults, even past the last row; measured: *The head's argmax, measured*)
+// early (a prefetch never faults, even past the last row; measured: the results journal, *Kernel*)
 #if !defined(AHEAD)  // -DAHEAD=0: none
 #define AHEAD 8
 #endif
 // ... with the hint that keeps the lines in every cache level (3, prefetcht0): the same weights are
 // read again at the next forward, and lines asked for as used once (0, prefetchnta) leave the outer
-// caches, so every forward read them from memory again (measured: *Prefetches that keep the
-// weights*; -DPF_KEEP=0 builds the hint used before)
+// caches, so every forward read them from memory again (measured: the results journal, *Kernel*,
+// *Prefetches that keep the weights*; -DPF_KEEP=0 builds the hint used before)
 #if !defined(PF_KEEP)
 #define PF_KEEP 3
 #endif
@@ -255,7 +255,7 @@ static inline __attribute__((always_inline)) void approx_span(
         for (int c = 0; c < KC; c++) {
             // lanes 0-7 sum group 2c, lanes 8-15 group 2c + 1
             __m512i w = _mm512_loadu_si512(qi + 64 * c);
-            // HEAD_AHEAD rows ahead, kept (PF_KEEP; measured: *Prefetches that keep the weights*)
+            // HEAD_AHEAD rows ahead, kept (PF_KEEP; measured: the results journal, *Kernel*)
             __builtin_prefetch(qi + (size_t)HEAD_AHEAD * K + 64 * c, 0, PF_KEEP);
             __m512 dl = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(si[2 * c]),
                                              _mm512_set1_ps(si[2 * c + 1]));
