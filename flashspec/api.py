@@ -67,18 +67,19 @@ def generate(target, # the target causal LM
              seed:int|None=None, # for sampling
              streamer=None, # called with each round's committed tokens (list of ints)
              engine:str="auto", # the target's forward: "native", "hf" or "auto" (see *The engine*)
-             compile:bool=False, # torch.compile the tree forward (see `generate`)
+             compile:bool=False, # torch.compile the tree forward (see `speculate`)
              # {N: M}: run a tree of N nodes as M; None: the fast path's own (`node_padding`)
              pad_nodes:dict|None=None,
             ) -> tuple[list[int], DecodeStats]:
     """Speculative decoding with the measured defaults: `(new token ids, DecodeStats)`. Greedy
     output equals the target's own greedy output; sampled output follows its distribution."""
     if draft is not None and not isinstance(draft, Drafter) and tree is None:
-        if fused_by_default(target, draft) and not compile and eos_token_id is None:
+        if fused_by_default(target, draft):  # as `flashspec generate` on CUDA
             t = fused_auto_tree(target, draft)[0] if draft_acceptance(draft) else None
             return generate_fused(
                 target, draft, input_ids, max_new_tokens, tree=t, chain=FUSED_CHAIN,
-                max_len=max_len, streamer=streamer, sampling=sampling, seed=seed)
+                eos_token_id=eos_token_id, max_len=max_len, compile=compile, streamer=streamer,
+                sampling=sampling, seed=seed)
         draft, pads, _ = fast_drafter(target, draft, engine=engine, compile=compile)
         if pad_nodes is None: pad_nodes = pads
     return speculate(target, draft, input_ids, max_new_tokens, sampling, tree, eos_token_id,

@@ -14,14 +14,13 @@ import torch
 import transformers
 from collections import Counter
 from pathlib import Path
+from .api import fast_drafter
 from .decode.fused import FUSED_CHAIN, generate_fused
 from .decode.loop import DecodeStats, eos_set, speculate
 from .decode.monitor import monitor
-from .drafters.adaptive import AdaptiveConfig, AdaptiveDrafter
+from .drafters.adaptive import AdaptiveConfig
 from .drafters.base import Drafter
 from .drafters.lookup import PromptLookupDrafter
-from .drafters.merged import MergedDrafter
-from .drafters.slice import ModelDrafter
 from .kernel.build import kernel_status, layer_kernel_on, rows_kernel
 from .kvcache import bucket_slots
 from .target import EMBEDDED_NAME, embedded_gguf, encode_chat
@@ -165,13 +164,12 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int,
         if method == "ar": drafter = None
         elif method == "flashspec-lookup": drafter = PromptLookupDrafter(depth=tree.depth or 4)
         elif isinstance(draft, Drafter): drafter = draft
-        else:
-            # a network with its own drafter (a feature drafter), or a causal LM
-            if hasattr(draft, "drafter"): drafter = draft.drafter(tree, min_prob=min_prob)
-            else: drafter = ModelDrafter(draft, tree, min_prob=min_prob)
-            if method in ADAPTIVE:
-                drafter = AdaptiveDrafter(drafter, adaptive or AdaptiveConfig())
-            if method in MERGED: drafter = MergedDrafter(drafter, store=store, **(gate or {}))
+        else:  # a network: the drafter the API and the command line build (`fast_drafter`)
+            gate = gate or {}
+            drafter, _, _ = fast_drafter(
+                None, draft, tree, costs=gate.get("costs"), pad_nodes=gate.get("pad_nodes"),
+                merge=method in MERGED, min_prob=min_prob, store=store,
+                adaptive=(adaptive or AdaptiveConfig()) if method in ADAPTIVE else None)
         out, st = speculate(
             target, drafter, ids, max_new_tokens, sampling=sampling, tree=tree, seed=seed,
             engine=engine, compile=compile, pad_nodes=pad_nodes)

@@ -27,7 +27,8 @@ CSRC = Path(__file__).parent/"csrc" if "__file__" in globals() else Path("../fla
 SOURCES = ("kernel.c", "rows.c", "layer.c")
 KERNEL_FLAGS = (
     "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-Wall", "-Wextra", "-Wno-psabi")
-_KERNEL = {}  # "fn": the loaded function or None, "status": why, "warnings": the build's
+_KERNEL = {}  # "fn": the loaded function or None, "status": why, "warnings": its build's
+_WARNED = {}  # a library's path -> what its build said (built in this process)
 
 def c_compiler() -> str|None:
     "The C compiler used: `$CC`, else `cc`, else `gcc` on the PATH; None if there is none."
@@ -80,7 +81,7 @@ def build_kernel(cc:str, out:Path,
     except (OSError, subprocess.SubprocessError) as e: return str(e)
     said = (r.stderr or "").strip()
     if said:
-        _KERNEL["warnings"] = said
+        _WARNED[out] = said
         warnings.warn(f"flashspec's C kernel ({source.name}) built with warnings:\n{said}",
                       stacklevel=2)
     return None
@@ -126,7 +127,7 @@ def rows_kernel(refresh:bool=False): # look again (after changing `$CC` or `FLAS
     its `.feature`, `feature_step` its `.step`), built on first use; None where it cannot be (see
     `kernel_status`)."""
     if "fn" in _KERNEL and not refresh: return _KERNEL["fn"]
-    _KERNEL.update(fn=None)
+    _KERNEL.update(fn=None, warnings=None)
     cc = c_compiler()
     if os.environ.get("FLASHSPEC_KERNEL", "1") == "0":
         _KERNEL["status"] = "off (FLASHSPEC_KERNEL=0)"
@@ -134,6 +135,7 @@ def rows_kernel(refresh:bool=False): # look again (after changing `$CC` or `FLAS
     else:
         path = kernel_file(cc)
         err = None if path.exists() else build_kernel(cc, path, kernel_flags())
+        _KERNEL["warnings"] = _WARNED.get(path)
         try: fn = None if err else load_kernel(path)
         except OSError as e: err = f"{path} does not load: {e}"
         if err: _KERNEL["status"] = f"the build with {cc} failed: {err}"
