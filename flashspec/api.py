@@ -6,7 +6,7 @@
 from __future__ import annotations
 import torch
 from .decode.fused import FUSED_CHAIN, fused_auto_tree, generate_fused
-from .decode.loop import DecodeStats, speculate
+from .decode.loop import DecodeStats, check_request, speculate
 from .drafters.adaptive import AdaptiveConfig, AdaptiveDrafter
 from .drafters.base import Drafter
 from .drafters.merged import MergedDrafter
@@ -72,7 +72,18 @@ def generate(target, # the target causal LM
              pad_nodes:dict|None=None,
             ) -> tuple[list[int], DecodeStats]:
     """Speculative decoding with the measured defaults: `(new token ids, DecodeStats)`. Greedy
-    output equals the target's own greedy output; sampled output follows its distribution."""
+    output equals the target's own greedy output; sampled output follows its distribution.
+
+    A bad argument (a prompt that is not integer ids in the vocabulary, a `max_new_tokens` that is
+    not an int >= 1, a `sampling` that is not a `Sampling`, a bad seed, EOS id or tree) is a
+    `ValueError` before any work. **The models must not be moved or changed while they decode**
+    (by another thread, say: `.to()`, a weight assigned or changed in place): their weights are read
+    by address, checked at the first forward and after each `streamer` call, and trusted in between
+    (`weights_held`). A weight moved meanwhile is not read freed (its old memory is held until the
+    call ends) but may be read as it was; between two calls anything may change."""
+    # checked before a tree is measured for the draft (`fast_drafter`) or the fused round is built
+    input_ids, max_new_tokens, sampling, seed, _ = check_request(
+        target, input_ids, max_new_tokens, sampling, seed, eos_token_id, tree)
     if draft is not None and not isinstance(draft, Drafter) and tree is None:
         if fused_by_default(target, draft):  # as `flashspec generate` on CUDA
             t = fused_auto_tree(target, draft)[0] if draft_acceptance(draft) else None

@@ -4,6 +4,8 @@
 
 # %% ../nbs/02_target.ipynb #02_tarh0
 from __future__ import annotations
+import contextlib
+import errno
 import importlib
 import os
 import shutil
@@ -20,7 +22,7 @@ with quiet_imports():
 
 # %% auto #0
 __all__ = ['EMBEDDED_GGUF', 'EMBEDDED_NAME', 'SUPPORTED_MODEL_TYPES', 'CHATML_TEMPLATE', 'embedded_gguf', 'embedded_model_dir',
-           'check_supported', 'check_device', 'load_target', 'tiny_llama', 'to_messages', 'encode_chat',
+           'publish_dir', 'check_supported', 'check_device', 'load_target', 'tiny_llama', 'to_messages', 'encode_chat',
            'tiny_tokenizer', 'decoder_of']
 
 # %% ../nbs/02_target.ipynb #3bc04692s1
@@ -58,10 +60,28 @@ def embedded_model_dir(force:bool=False, # convert again even if the cache exist
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=".convert-"))
     try:
         model.save_pretrained(tmp); tok.save_pretrained(tmp)
-        if out.exists(): shutil.rmtree(out)
-        os.replace(tmp, out)  # atomic: a half-written cache is never seen
+        return publish_dir(tmp, out, replace=force)
     finally:
         if tmp.exists(): shutil.rmtree(tmp, ignore_errors=True)
+
+def publish_dir(tmp:Path, # a finished folder, beside `out`
+                out:Path, replace:bool=False, # replace an `out` that exists (else it is kept)
+               ) -> Path:
+    """Rename `tmp` to `out` (atomic: a half-written folder is never seen). Where `out` is there
+    already, or appears meanwhile (another process's first run published it), it is kept and `tmp`
+    removed; with `replace` the old `out` is first renamed aside, then removed (a process still
+    reading it keeps its open files)."""
+    old = None
+    if replace and out.exists():
+        old = out.parent/f".old-{out.name}-{os.getpid()}-{tmp.name}"
+        with contextlib.suppress(FileNotFoundError): os.replace(out, old)
+    try:
+        os.replace(tmp, out)
+    except OSError as e:  # ENOTEMPTY or EEXIST: a whole `out` is there, published by another
+        if e.errno not in (errno.ENOTEMPTY, errno.EEXIST) or not out.is_dir(): raise
+        shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        if old is not None: shutil.rmtree(old, ignore_errors=True)
     return out
 
 # %% ../nbs/02_target.ipynb #e6927b00

@@ -4,7 +4,6 @@
 
 # %% ../nbs/11_tune.ipynb #11_tunh0
 from __future__ import annotations
-import json
 import statistics
 import sys
 import torch
@@ -15,12 +14,19 @@ from .drafters.base import Drafter
 from .drafters.weights import draft_acceptance
 from .engine import costs_key, forward_passes
 from .tree import TreeConfig, best_tree
-from .util import atomic_write, cache_dir, interp, other_load
+from .util import cache_dir, interp, other_load, read_book, update_book
 
 # %% auto #0
 __all__ = ['tree_costs', 'auto_tree', 'chain_acceptance', 'choose_tree']
 
 # %% ../nbs/11_tune.ipynb #c783e5a7s1
+def _costs_ok(e) -> bool:
+    "Whether `e` is a `tree_costs` entry: `verify` and `round`, each `{size: ms}`."
+    def table(t):
+        return isinstance(t, dict) and len(t) > 0 and all(
+            str(k).isdigit() and isinstance(v, (int, float)) for k, v in t.items())
+    return isinstance(e, dict) and table(e.get("verify")) and table(e.get("round"))
+
 @torch.no_grad()
 def tree_costs(
     target, draft, # the target, and the draft `generate` takes (model, network or `Drafter` class)
@@ -40,8 +46,11 @@ def tree_costs(
     from tqdm.auto import tqdm
     path = Path(path) if path else cache_dir()/"costs.json"
     key = costs_key(target, draft, engine, compile)
-    book = json.loads(path.read_text()) if path.exists() else {}
-    if key in book and not refresh: return book[key]
+    got = read_book(path).get(key)
+    if got is not None and not refresh:
+        if _costs_ok(got): return got
+        warnings.warn(f"{path}: the entry for this target and machine is unreadable ({key});"
+                      " measured again.")
     check = other_load if max_other_load is not None else (lambda: None)
     busy = [check()]  # before, and after (below)
     bar = tqdm(
@@ -77,9 +86,8 @@ def tree_costs(
             f"Other processes kept {busy:.1f} cores busy while flashspec measured the tree's costs:"
             f" they are used for this run but not cached in {path}. Measure with the machine idle.")
         return dict(verify=verify, round=rnd)
-    book[key] = dict(verify=verify, round=rnd)
-    atomic_write(path, lambda t: Path(t).write_text(json.dumps(book, indent=1)))
-    return book[key]
+    # read again and merged under a lock: another process's entries written meanwhile are kept
+    return update_book(path, key, dict(verify=verify, round=rnd))[key]
 
 def auto_tree(target, draft, P=None, # acceptance table (default: `draft_acceptance(draft)`)
               costs:dict|None=None, # measured costs (default: `tree_costs(target, draft, ...)`)

@@ -5,6 +5,9 @@
 # %% ../nbs/00_util.ipynb #00_utih0
 from __future__ import annotations
 import contextlib
+import glob
+import hashlib
+import json
 import logging
 import os
 import platform
@@ -17,8 +20,9 @@ from pathlib import Path
 from torch import nn
 
 # %% auto #0
-__all__ = ['quiet_imports', 'quiet_hf', 'cache_dir', 'atomic_write', 'read_weights', 'cpuinfo', 'hardware', 'cpu_id', 'median_ms',
-           'other_load', 'interp', 'param_hashes', 'target_fingerprint']
+__all__ = ['quiet_imports', 'quiet_hf', 'cache_dir', 'stale_temporaries', 'atomic_write', 'read_weights', 'file_lock',
+           'read_book', 'update_book', 'cpuinfo', 'hardware', 'cpu_id', 'median_ms', 'other_load', 'interp',
+           'param_hashes', 'target_fingerprint']
 
 # %% ../nbs/00_util.ipynb #a1f0c2d4s2
 @contextlib.contextmanager
@@ -46,12 +50,53 @@ def cache_dir() -> Path:
     `~/.cache/flashspec`)."""
     return Path(os.environ.get("FLASHSPEC_CACHE", Path.home()/".cache"/"flashspec"))
 
+# a temporary's name says which host and process wrote it: `.NAME.HOST.PID.tmp-XXXX`
+_HOST = hashlib.sha256(platform.node().encode()).hexdigest()[:6]
+
+def _umask() -> int:
+    "The process's umask, read without changing it where /proc says it."
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("Umask:"): return int(line.split()[1], 8)
+    except (OSError, ValueError): pass
+    m = os.umask(0o022); os.umask(m)
+    return m
+
+def _alive(pid:int) -> bool:
+    "Whether process `pid` of this host still runs."
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except (PermissionError, OverflowError): return True
+    return True
+
+def stale_temporaries(path:str|Path) -> list[Path]:
+    """The temporaries `atomic_write` left beside `path` in processes of this host that are gone
+    (killed while writing)."""
+    path, out = Path(path), []
+    head = f".{path.name}.{_HOST}."
+    for p in path.parent.glob(glob.escape(head) + "*.tmp-*"):
+        pid = p.name[len(head):].split(".")[0]
+        if pid.isdigit() and not _alive(int(pid)): out.append(p)
+    return out
+
 def atomic_write(path:str|Path, write) -> Path:
-    """Call `write(tmp)` on a temporary file beside `path`, then rename it onto `path`: readers see
-    the old file or the whole new one."""
+    """Call `write(tmp)` on a temporary file beside `path`, flush it to the disk, then rename it onto
+    `path`: readers see the old file or the whole new one, after a crash too. The file's mode is a
+    plain `open`'s (the umask's); temporaries killed writers left beside `path` are removed."""
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-"); os.close(fd)
-    try: write(tmp); os.replace(tmp, path)
+    for p in stale_temporaries(path):
+        with contextlib.suppress(OSError): p.unlink()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_HOST}.{os.getpid()}.tmp-")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 otherwise
+        with open(tmp, "rb") as f: os.fsync(f.fileno())  # the bytes on disk before the name
+        os.replace(tmp, path)
+        with contextlib.suppress(OSError):  # the rename on disk (not where directories can't open)
+            d = os.open(path.parent, os.O_RDONLY)
+            try: os.fsync(d)
+            finally: os.close(d)
     finally:
         if os.path.exists(tmp): os.remove(tmp)  # only when `write` failed
     return path
@@ -68,6 +113,43 @@ def read_weights(path:str|Path, tensors:bool=True) -> tuple[dict, dict]:
             return meta, ({k: f.get_tensor(k) for k in f.keys()} if tensors else {})
     except SafetensorError as e:
         raise ValueError(f"{p} is not a readable safetensors file ({e}).") from None
+
+# %% ../nbs/00_util.ipynb #00_utibk1
+@contextlib.contextmanager
+def file_lock(path:str|Path):
+    """Hold an exclusive lock on the file `path`.lock while the block runs (`fcntl.flock`: processes
+    of this machine wait for each other; where there is no `fcntl`, no lock)."""
+    lock = Path(f"{path}.lock"); lock.parent.mkdir(parents=True, exist_ok=True)
+    try: import fcntl
+    except ImportError: fcntl = None
+    with open(lock, "a") as f:
+        if fcntl is not None: fcntl.flock(f, fcntl.LOCK_EX)
+        try: yield
+        finally:
+            if fcntl is not None: fcntl.flock(f, fcntl.LOCK_UN)
+
+def read_book(path:str|Path) -> dict:
+    """The JSON object in `path`: {} where there is none, and where it cannot be read (a warning
+    names the file; `update_book` writes it whole again)."""
+    path = Path(path)
+    try: book = json.loads(path.read_text())
+    except FileNotFoundError: return {}
+    except (OSError, ValueError) as e:
+        warnings.warn(f"{path} could not be read ({e}): its entries are measured again.",
+                      stacklevel=2)
+        return {}
+    if not isinstance(book, dict):
+        warnings.warn(f"{path} holds no JSON object: its entries are measured again.", stacklevel=2)
+        return {}
+    return book
+
+def update_book(path:str|Path, key:str, value) -> dict:
+    """Set `key` to `value` in the book at `path`, read again and written (atomically) under its
+    lock: entries other processes wrote since are kept. Returns the book written."""
+    with file_lock(path):
+        book = read_book(path); book[key] = value
+        atomic_write(path, lambda t: Path(t).write_text(json.dumps(book, indent=1)))
+    return book
 
 # %% ../nbs/00_util.ipynb #a1f0c2d6
 def cpuinfo(path:str="/proc/cpuinfo") -> dict:

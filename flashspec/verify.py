@@ -4,6 +4,8 @@
 
 # %% ../nbs/04_verify.ipynb #04_verh0
 from __future__ import annotations
+import math
+import numbers
 import torch
 from dataclasses import dataclass
 from .tree import Tree
@@ -16,28 +18,56 @@ __all__ = ['PROPOSALS', 'Sampling', 'probs', 'sample_tokens', 'draw', 'draw_dist
 @dataclass(frozen=True)
 class Sampling:
     """How tokens are chosen: greedy when `temperature == 0`, else sampled from the processed
-    distribution."""
+    distribution. Checked when made: a setting of the wrong kind (text, a bool, None) or out of its
+    range (NaN and infinity included) is a `ValueError` naming it; numbers of numpy's or torch's
+    are kept as Python's."""
     temperature:float=0.0 # 0 = greedy
     top_k:int=0 # keep the k most likely tokens (0 = all)
     top_p:float=1.0 # keep the smallest set with this much mass (1 = all)
 
     def __post_init__(self):
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}.")
-        if self.top_k < 0: raise ValueError(f"top_k must be >= 0, got {self.top_k}.")
-        if not 0 < self.top_p <= 1: raise ValueError(f"top_p must be in (0, 1], got {self.top_p}.")
+        t, k, p = (_setting(self.temperature, "temperature", float, "a finite number >= 0"),
+                   _setting(self.top_k, "top_k", int, "an int >= 0"),
+                   _setting(self.top_p, "top_p", float, "a number in (0, 1]"))
+        if not 0 <= t < math.inf:  # (NaN fails every comparison)
+            raise ValueError(f"temperature must be a finite number >= 0, got {t}.")
+        if k < 0: raise ValueError(f"top_k must be an int >= 0, got {k}.")
+        if not 0 < p <= 1: raise ValueError(f"top_p must be a number in (0, 1], got {p}.")
+        for name, v in (("temperature", t), ("top_k", k), ("top_p", p)):
+            object.__setattr__(self, name, v)  # (frozen)
 
     @property
     def greedy(self):
         "Whether this is greedy decoding (temperature 0): exact argmax verification."
         return self.temperature == 0
 
+def _setting(v, name:str, kind:type, # float (any real number) or int (an integer)
+             what:str) -> float|int:
+    """`v` as a Python `kind` (numpy's numbers, a one-element tensor's value too; a bool, text or
+    None not), else a `ValueError` saying what `name` must be."""
+    if isinstance(v, torch.Tensor) and v.numel() == 1 and v.dtype != torch.bool: v = v.item()
+    ok = isinstance(v, numbers.Integral if kind is int else numbers.Real)
+    try:
+        if ok and not isinstance(v, bool): return kind(v)
+    except OverflowError: pass  # an int past the largest float
+    raise ValueError(f"{name} must be {what}, got {v!r}.")
+
+_SHIFT_BELOW = 1e-6  # temperatures below it: the logits less their maximum before the division
+_TINY32 = torch.finfo(torch.float32).tiny  # the smallest normal float32 (about 1.2e-38)
+
 def probs(logits:torch.Tensor, # (..., V)
           s:Sampling) -> torch.Tensor:
     """The distribution sampled under `s`, `(..., V)` float32: softmax(logits / T) after top-k and
     top-p filtering."""
     if s.greedy: raise ValueError("Greedy decoding has no sampling distribution; use argmax.")
-    x = logits.float() / s.temperature
+    x = logits.float()
+    # a tiny temperature would take `x / T` past the largest float (inf - inf: NaN in the softmax);
+    # `(x - max) / T` is at most 0, and T at least float32's smallest normal (one below 1.4e-45 is
+    # 0 in float32: 0 / 0). Only there, so a distribution at any other is bit for bit as it was
+    # (|x| / T < 3.4e38 for any |x| < 3.4e32 at T >= 1e-6)
+    if s.temperature < _SHIFT_BELOW:
+        x = (x - x.amax(-1, keepdim=True)) / max(s.temperature, _TINY32)
+    else: x = x / s.temperature
     if s.top_k and s.top_k < x.shape[-1]:
         kth = x.topk(s.top_k, dim=-1).values[..., -1:]
         x = x.masked_fill(x < kth, float("-inf"))
@@ -45,6 +75,7 @@ def probs(logits:torch.Tensor, # (..., V)
         srt, idx = x.sort(-1, descending=True)
         cum = srt.softmax(-1).cumsum(-1)
         drop = cum - srt.softmax(-1) >= s.top_p  # tokens entirely past the top_p mass
+        drop[..., 0] = False  # the most likely kept, even where top_p is 0 in float32 (< 1.4e-45)
         x = x.masked_fill(drop.scatter(-1, idx, drop), float("-inf"))
     return x.softmax(-1)
 

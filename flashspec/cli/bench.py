@@ -79,10 +79,10 @@ def cmd_bench(args):
         f = getattr(args, k)
         if f is not None and not Path(f).resolve().parent.is_dir():
             raise FileNotFoundError(f"--{k} {f}: no folder {Path(f).resolve().parent}.")
+    s = Sampling(args.temperature, args.top_k, args.top_p)  # a bad one refused before models load
     target, tok, draft = load_models(args)
     prompts = read_prompts(args.prompts, categories=args.categories, limit=args.limit)
     if args.first_turns: prompts = [dict(q, turns=q["turns"][:1]) for q in prompts]
-    s = Sampling(args.temperature, args.top_k, args.top_p)
     meta = dict(
         hardware=hardware(args.device), dtype=args.dtype,
         model=args.target or "SmolLM2-135M-Instruct (embedded)", draft=args.draft_name,

@@ -17,9 +17,10 @@ from ..train.acceptance import rank_acceptance
 from ..train.answers import (
     answers_file, assistant_markers, eos_ids, make_distill_data, make_text_data, merge_answers)
 from ..train.distill import frequent_tokens, load_kd_data, train_draft
-from ..train.features import FeatureData, capped_rows, extract_features
+from ..train.features import (
+    FeatureData, capped_rows, extract_features, last_rows, spread_rows)
 from ..train.ttt import cache_vocab, train_feature_drafter, train_slice_on_features
-from ..util import cache_dir, param_hashes, read_weights, target_fingerprint
+from ..util import atomic_write, cache_dir, param_hashes, read_weights, target_fingerprint
 
 # %% auto #0
 __all__ = ['check_numbers', 'cmd_distill_data', 'cmd_distill_features', 'cmd_distill', 'add_distill']
@@ -33,7 +34,8 @@ def _data_args(p):
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument(
         "--n-prompts", type=int,
-        help="conversations to answer, spread over categories (default: all)")
+        help="conversations used, spread over the pool's categories: those the target answers and,"
+             " for distill, those its feature cache takes of the answers (default: all)")
     p.add_argument("--max-prompt-tokens", type=int, default=384)
     p.add_argument("--max-new-tokens", type=int, default=160)
     p.add_argument("--topk", type=int, default=64, help="target logits cached per answer position")
@@ -144,6 +146,13 @@ def _kd_file(args) -> Path:
     if args.target is None or Path(args.target).resolve() == (cache_dir()/EMBEDDED_NAME).resolve():
         return data_dir()/KD_ANSWERS
     kd = Path(args.out)/"answers.npz"
+    made = Path(args.out)/"answers"/"settings.json"
+    if kd.exists() and made.exists():
+        # answers made here before (by distill-data too): checked to be this run's settings
+        # (refused if not; their top-k, which the feature cache does not read, as it was), extended
+        # to --n-prompts
+        topk = json.loads(made.read_text()).get("topk", 0)
+        cmd_distill_data(argparse.Namespace(**{**vars(args), "topk": topk, "text_prompts": 0}))
     if not kd.exists():
         from transformers import AutoTokenizer
         # before hours of answers: can the feature cache find them in this template?
@@ -156,19 +165,45 @@ def _kd_file(args) -> Path:
         cmd_distill_data(argparse.Namespace(**{**vars(args), "topk": 0, "text_prompts": 0}))
     return kd
 
+def _feature_rows(args, kd:Path):
+    """The rows of the answers file `kd` a feature cache takes: `--cap`'s (a seeded shuffle), else
+    the conversations spread over the pool's categories; at most `--n-prompts`. Says which."""
+    import numpy as np
+    pool, caps, n = args.prompts or data_dir()/DISTILL, _caps(args.cap), args.n_prompts
+    d = np.load(kd)
+    total = len(last_rows(d["offsets"], d["conv"], d["part"] if "part" in d.files else None))
+    rows = capped_rows(kd, pool, caps)[:n] if caps else spread_rows(kd, pool, n)
+    try: shared = Path(kd).resolve() == (data_dir()/KD_ANSWERS).resolve()
+    except FileNotFoundError: shared = False  # no shared data here
+    how = (f" (--cap{', --n-prompts' if n is not None else ''})" if caps
+           else " (--n-prompts)" if n is not None and n < total else "")
+    print(f"flashspec: the feature cache takes the target's answers in {kd}"
+          f"{' (the shared answers of the embedded model)' if shared else ''}: {len(rows)} of its"
+          f" {total} conversations{how}", file=sys.stderr)
+    return rows
+
+def _held_out(n:int) -> int:
+    "`--held-out` unset: 200 conversations, or a tenth of them where there are under 2,000."
+    return min(200, n // 10)
+
 def cmd_distill_features(args):
     """`flashspec distill --features CACHE`: a feature drafter (`--design eagle3`, the cache made
     first if needed), or a slice on the same rows."""
     import numpy as np
 
     feats = Path(args.features or Path(args.out)/"features")
-    if not (feats / "progress.json").exists() or FeatureData(feats).meta["rows"] > len(
-        FeatureData(feats)
-    ):
+    done = (feats/"progress.json").exists() and (
+        FeatureData(feats).meta["rows"] == len(FeatureData(feats)))
+    # a finished cache named by --features is used as it is, unless conversations are asked for;
+    # else its answers and it are checked to be this run's (refused if not) and made or finished
+    if not done or not args.features or args.n_prompts is not None or args.cap:
         kd = _kd_file(args)
-        caps = _caps(args.cap)
-        # None: every conversation
-        rows = capped_rows(kd, args.prompts or data_dir()/DISTILL, caps) if caps else None
+        rows = _feature_rows(args, kd)
+        if args.held_out is None: args.held_out = _held_out(len(rows))
+        if args.held_out and not args.features_only and args.held_out >= len(rows):
+            raise ValueError(  # before the pass, not after it
+                f"Holding out {args.held_out} of {len(rows)} conversations (--held-out) leaves none"
+                " to train on: hold out fewer, or take more (--n-prompts).")
         # features and top-k from a bf16 pass (3x faster on the CPU), on --device
         t16, tok = load_target(args.target, dtype="bfloat16", device=args.device)
         extract_features(t16, tok, kd, feats, rows=rows, k=args.topk_features)
@@ -177,6 +212,7 @@ def cmd_distill_features(args):
     # the draft trains where it lives
     target, tok = load_target(args.target, dtype="float32", device=args.device)
     data = FeatureData(feats)
+    if args.held_out is None: args.held_out = _held_out(len(data))
     train, held = data.split(args.held_out) if args.held_out else (data, None)
     if args.init: _check_held_out(args.init, held)
     vocab = (cache_vocab(train, args.draft_vocab, always=sorted(eos_ids(target)))
@@ -214,7 +250,7 @@ def cmd_distill_features(args):
     else:
         _, log = train_slice_on_features(
             target, train, args.out, args.design, args.layers, **common)
-    (Path(args.out)/"log.json").write_text(json.dumps(log))
+    atomic_write(Path(args.out)/"log.json", lambda t: Path(t).write_text(json.dumps(log)))
     print(f"target unchanged; trained {args.design} draft -> {Path(args.out)/'draft.safetensors'}")
     return 0
 
@@ -241,10 +277,12 @@ def cmd_distill(args):
             "--cap selects a feature cache's conversations: use it with --design eagle3 or"
             " --features.")
     data = [Path(d) for d in args.data] if args.data else [Path(args.out)/"answers"]
-    if not args.data and not (data[0]/"data").exists():
+    if not args.data:
+        # made, resumed or checked to match these settings (refused if other settings made it)
         cmd_distill_data(args)
         if args.text_prompts: data.append(Path(args.out)/"text")
-    ds = load_kd_data(data)
+    # --data folders: the first --n-prompts conversations of each
+    ds = load_kd_data(data, args.n_prompts if args.data else None)
     if "topk_indices" not in ds.column_names and (args.w_kd or args.draft_vocab):
         raise SystemExit(
             f"{' '.join(map(str, data))}: no cached top-k logits (answers made for --design eagle3,"
@@ -267,10 +305,10 @@ def cmd_distill(args):
         draft, ds, args.out, steps=args.steps, batch_size=args.train_batch_size, lr=args.lr,
         warmup=args.warmup, w_ce=args.w_ce, w_kd=args.w_kd, T=args.T, ckpt_every=args.ckpt_every,
         seed=args.seed, mixed_precision=args.mixed_precision, meta=meta, vocab=vocab,
-        time_limit=_seconds(args.time_limit))
+        time_limit=_seconds(args.time_limit), settings=dict(design=args.design, n_base=args.layers))
     if param_hashes(target) != before:
         raise RuntimeError("Training changed the target's parameters.")
-    (Path(args.out)/"log.json").write_text(json.dumps(log))
+    atomic_write(Path(args.out)/"log.json", lambda t: Path(t).write_text(json.dumps(log)))
     k = max(1, len(log) // 10)
     tenths = [log[i:i + k] for i in range(0, len(log), k)]
     print(
@@ -280,13 +318,27 @@ def cmd_distill(args):
           f"trained draft -> {Path(args.out)/'draft.safetensors'}")
     return 0
 
+_DISTILL_DATA = f"""Train a draft on its target's own answers. Which data a run uses: --design
+eagle3 (the default) reads the answers in --kd FILE; without it, for the embedded model (no
+--target, or the folder it was converted to), the shared answers ({KD_ANSWERS} of the shared
+data: 12,042 conversations answered already, so --max-prompt-tokens, --max-new-tokens, --topk
+and --answer-* do not apply); for any other target, OUT/answers.npz, which the target first
+writes by answering the pool (--prompts, --n-prompts; as distill-data does). The target's
+features at those answers are cached in OUT/features (--features): at most --n-prompts of the
+answers' conversations, spread over the pool's categories (--cap: per source), else all of them,
+which for the shared answers is a teacher-forced pass over 3.45M tokens into a 12 GB feature
+cache; a pass prints its size and time first and is refused if the disk cannot hold it. --design
+slice or frozen+1 trains on distill-data folders (--data: their first --n-prompts
+conversations), else makes OUT/answers (the pool answered, with top-k logits) first."""
+
 def add_distill(subparsers):
     "Register `distill-data` and `distill` on an argparse subparsers object."
     p = subparsers.add_parser(
         "distill-data", help="the target answers a prompt pool: sequence-level KD data")
     _data_args(p); p.set_defaults(fn=cmd_distill_data)
     p = subparsers.add_parser(
-        "distill", help="train a draft on the target's answers (makes the data if needed)")
+        "distill", help="train a draft on the target's answers (makes the data if needed)",
+        description=_DISTILL_DATA)
     _data_args(p)
     p.add_argument(
         "--data", nargs="+",
@@ -349,8 +401,9 @@ def add_distill(subparsers):
     g.add_argument(
         "--w-feat", type=float, default=0.0,
         help="weight of the SmoothL1 feature term (EAGLE-1/2); 0 = none")
-    g.add_argument("--held-out", type=int, default=200,
-                   help="conversations kept out of training (listed in the weights' metadata)")
+    g.add_argument("--held-out", type=int,
+                   help="conversations kept out of training (listed in the weights' metadata);"
+                        " default 200, or a tenth of the conversations where there are fewer")
     g.add_argument(
         "--cap",
         action="append",

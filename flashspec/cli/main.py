@@ -15,18 +15,30 @@ from .options import adaptive_config, load_models, make_drafter, merge_gate, mod
 from ..data import read_prompts
 from ..decode.fused import FUSED_CHAIN, fused_auto_tree, generate_fused
 from ..decode.loop import speculate
+from ..kernel.build import kernel_status, rows_kernel
 from ..target import encode_chat
 from ..util import hardware
 from ..verify import Sampling
 
 # %% auto #0
-__all__ = ['cmd_generate', 'cmd_demo', 'parser', 'main']
+__all__ = ['say_kernel', 'cmd_generate', 'cmd_demo', 'parser', 'main']
 
 # %% ../../nbs/15c_cli.ipynb #df9fcf90
+def say_kernel(target) -> bool:
+    """On a CPU without flashspec's C kernel (no compiler, a failed build, `FLASHSPEC_KERNEL=0`),
+    say so on stderr, with why: decoding then runs through PyTorch's products, slower. Whether it
+    said so."""
+    if target.device.type != "cpu" or rows_kernel() is not None: return False
+    print(f"flashspec: the C kernel is off ({kernel_status()}): decoding runs through PyTorch,"
+          " slower (`make test` or the kernel notebook shows why)", file=sys.stderr)
+    return True
+
 def cmd_generate(args):
     """`flashspec generate`: decode one conversation, streaming the text; the run's figures on
     stderr."""
+    s = Sampling(args.temperature, args.top_k, args.top_p)  # a bad one refused before models load
     target, tok, draft = load_models(args)
+    say_kernel(target)
     ids = encode_chat(tok, args.prompt)
     printed = ""
     so_far = []
@@ -35,7 +47,6 @@ def cmd_generate(args):
         so_far.extend(new)
         text = tok.decode(so_far, skip_special_tokens=True)
         sys.stdout.write(text[len(printed):]); sys.stdout.flush(); printed = text
-    s = Sampling(args.temperature, args.top_k, args.top_p)
     fused = fused_by_default(target, draft) if args.fused is None else args.fused
     if fused:
         if not hasattr(draft, "qkv"):
@@ -66,6 +77,7 @@ def cmd_demo(args):
     """`flashspec demo`: plain against speculative decoding on a few Spec-Bench prompts, outputs
     checked identical."""
     target, tok, draft = load_models(args)
+    say_kernel(target)
     prompts = [dict(q, turns=q["turns"][:1]) for q in read_prompts(args.prompts, limit=args.n)]
     name = args.target or "SmolLM2-135M-Instruct (embedded)"
     q = f", {args.quantize}" if args.quantize else ""

@@ -4,14 +4,16 @@
 
 # %% ../../nbs/10a_batch.ipynb #10a_bah0
 from __future__ import annotations
+import reprlib
 import time
 import torch
 from dataclasses import dataclass
 from dataclasses import field
+from dataclasses import replace
 from .fused import fused_auto_tree, fused_tree, kept_round, seed_round
 from .loop import (
-    DecodeStats, as_drafter, check_prompt, check_room, count_round, end_round, eos_set,
-    prefill_prompt, take_tokens)
+    DecodeStats, as_drafter, check_int, check_request, check_room, check_sampling, count_round,
+    end_round, eos_set, prefill_prompt, take_tokens)
 from ..drafters.base import Drafter
 from ..drafters.slice import check_compatible
 from ..engine import greedy_accept_batch, make_forward
@@ -25,7 +27,7 @@ from ..verify import Sampling, probs, verify_sampling
 
 # %% auto #0
 __all__ = ['Request', 'Result', 'drafter_factory', 'acceptance_estimate', 'allocate_nodes', 'batch_forward_ms', 'padded_budget',
-           'BatchDecoder', 'generate_batch', 'generate_fused_batch', 'Conversation']
+           'BatchDecoder', 'as_request', 'checked_request', 'generate_batch', 'generate_fused_batch', 'Conversation']
 
 # %% ../../nbs/10a_batch.ipynb #945bb41f
 @dataclass
@@ -318,6 +320,22 @@ class BatchDecoder:
                       latency_s=now - t_batch)
 
 # %% ../../nbs/10a_batch.ipynb #3f0130bc
+def as_request(req) -> Request:
+    """`req` as a `Request`: a plain prompt (a list of ids) a greedy one; anything else, not a
+    sequence, a request with it as its prompt, refused by `checked_request`."""
+    if isinstance(req, Request): return req
+    try: return Request(list(req))
+    except TypeError: return Request(req)
+
+def checked_request(target, req:Request) -> tuple[Request, torch.Tensor]:
+    """`(req, its prompt ids (L,) int64)` with every field checked (`check_request`): a clear
+    `ValueError` for a bad one; numbers of numpy's are kept as Python's (in a copy of `req`)."""
+    ids, n, s, seed, _ = check_request(target, req.input_ids, req.max_new_tokens, req.sampling,
+                                       req.seed, req.eos_token_id, req.tree)
+    if n is not req.max_new_tokens or s is not req.sampling or seed is not req.seed:
+        req = replace(req, max_new_tokens=n, sampling=s, seed=seed)
+    return req, ids
+
 @torch.no_grad()
 @weights_held()  # the engine checks the weights at the first forward, not at every one
 def generate_batch(target, # the target causal LM
@@ -345,18 +363,22 @@ def generate_batch(target, # the target causal LM
                    streamer=None, # called as `streamer(request index, new tokens)` after each round
                   ) -> list[Result]:
     """Decode `requests` together on one static cache (continuous batching); one `Result` per
-    request, in order."""
+    request, in order. A bad request (`checked_request`) gets its own `Result` with the error's
+    message and no tokens, the others decode as if alone; a bad argument of the call is a
+    `ValueError`. The models must not be moved or changed while they decode (see `speculate`)."""
     t_start = time.perf_counter()
     check_supported(target)
     streamer = touching(streamer)  # the caller's code: the weights are checked again after it
-    if batch_size < 1: raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+    batch_size = check_int(batch_size, "batch_size", 1)
+    if max_len is not None: max_len = check_int(max_len, "max_len", 1)
+    if tree is not None and not isinstance(tree, TreeConfig):
+        raise ValueError(f"tree must be a TreeConfig or None, got {reprlib.repr(tree)}.")
     make = drafter_factory(draft, target)
     results, queue = [None] * len(requests), []
     for i, req in enumerate(requests):
-        if not isinstance(req, Request): req = Request(list(req))
-        try:
-            ids = check_prompt(target, req.input_ids, req.max_new_tokens)
-            eos_set(target, req.eos_token_id)  # a bad one refused here, with the request alone
+        req = as_request(req)
+        try:  # anything bad refused here with a `ValueError`, the request's alone
+            req, ids = checked_request(target, req)
             if max_len is not None and len(ids) >= max_len:
                 raise ValueError(
                     f"Prompt of {len(ids)} tokens does not fit in the cache ({max_len} slots per"
@@ -434,11 +456,15 @@ def generate_fused_batch(target, # the target causal LM (a family with a native 
                         ) -> list[Result]:
     """Requests decoded together through one `FusedRound` of `batch_size` rows (continuous
     batching): one `Result` per request, in order, each the target's own greedy output, or a sample
-    of its own distribution."""
+    of its own distribution. A bad request gets its own `Result` with the error (as
+    `generate_batch`'s)."""
     t_start = time.perf_counter()
-    if isinstance(tree, str):
-        if tree != "auto":
-            raise ValueError(f"tree must be a TreeConfig, None or 'auto', not {tree!r}.")
+    batch_size, seed = check_int(batch_size, "batch_size", 1), check_sampling(None, seed)[1]
+    if max_len is not None: max_len = check_int(max_len, "max_len", 1)
+    if tree is not None and not isinstance(tree, TreeConfig):
+        if not isinstance(tree, str) or tree != "auto":
+            raise ValueError(
+                f"tree must be a TreeConfig, None or 'auto', not {reprlib.repr(tree)}.")
         if fd is None: raise ValueError("tree='auto' picks a drafter's tree: give fd.")
         # the round's rows below (fewer if some requests are refused there)
         rows = max(1, min(batch_size, len(requests)))
@@ -448,8 +474,9 @@ def generate_fused_batch(target, # the target causal LM (a family with a native 
     t = fused_tree(paths, chain)[0]
     results, queue, sampling = [None] * len(requests), [], None
     for i, req in enumerate(requests):
-        if not isinstance(req, Request): req = Request(list(req))
-        try:
+        req = as_request(req)
+        try:  # anything bad refused here with a `ValueError`, the request's alone
+            req, ids = checked_request(target, req)
             sampling = sampling or req.sampling  # the batch's: the first request's
             if req.sampling != sampling:
                 raise ValueError(f"The fused batch samples with one setting ({sampling}); use"
@@ -457,8 +484,6 @@ def generate_fused_batch(target, # the target causal LM (a family with a native 
             if req.seed is not None:
                 raise ValueError("The fused batch draws from one generator (its `seed`); use"
                                  " generate_batch for seeds of their own.")
-            ids = check_prompt(target, req.input_ids, req.max_new_tokens)
-            eos_set(target, req.eos_token_id)  # a bad one refused here, with the request alone
             if len(ids) < 2:
                 raise ValueError("The fused round needs a prompt of at least 2 tokens.")
             need = check_room(target, len(ids), req.max_new_tokens, t.n_nodes, max_len)
@@ -509,8 +534,12 @@ class Conversation:
                  tree:TreeConfig|None=None, max_prompt_tokens:int=512,
                  max_new_tokens:int=128, sampling:Sampling=Sampling(), engine:str="auto"):
         check_supported(target)
-        for k, v in (("max_prompt_tokens", max_prompt_tokens), ("max_new_tokens", max_new_tokens)):
-            if v < 1: raise ValueError(f"{k} must be >= 1, got {v}.")  # a turn would answer nothing
+        # a turn would answer nothing
+        max_prompt_tokens = check_int(max_prompt_tokens, "max_prompt_tokens", 1)
+        max_new_tokens = check_int(max_new_tokens, "max_new_tokens", 1)
+        sampling = check_sampling(sampling)[0]
+        if tree is not None and not isinstance(tree, TreeConfig):
+            raise ValueError(f"tree must be a TreeConfig or None, got {reprlib.repr(tree)}.")
         self.target, self.tok, self.tree, self.sampling = target, tokenizer, tree, sampling
         self.max_prompt_tokens, self.max_new_tokens = max_prompt_tokens, max_new_tokens
         self.make = drafter_factory(draft, target)
@@ -534,7 +563,7 @@ class Conversation:
             if a != b: break
             keep += 1
         t0 = time.perf_counter()
-        req = Request(ids, self.max_new_tokens, self.sampling, seed)
+        req = Request(ids, self.max_new_tokens, self.sampling, check_sampling(None, seed)[1])
         self.dec.admit(
             0, 0, req, torch.tensor(ids), self.make(self.tree), keep=keep, feats=self.feats)
         while not self.dec.step(): pass

@@ -4,12 +4,12 @@
 
 # %% ../../nbs/10b_fused.ipynb #10b_fuh0
 from __future__ import annotations
-import json
 import statistics
 import sys
 import time
 import torch
 import torch.nn.functional as F
+import warnings
 from pathlib import Path
 from .loop import (
     DecodeStats, check_prompt, check_room, count_round, eos_set, prefill_prompt, take_tokens)
@@ -19,7 +19,7 @@ from ..engine import (
     NativeForward, TreeInputs, accept_tensors, allow_recompiles, costs_key, make_forward, put_rows)
 from ..kvcache import StaticKVCache, bucket_slots, rows_view
 from ..tree import Tree, TreeConfig, best_tree, compile_tree, optimal_tree
-from ..util import atomic_write, cache_dir, interp
+from ..util import cache_dir, interp, read_book, update_book
 from ..verify import Sampling, sample_tokens
 
 # %% auto #0
@@ -367,8 +367,12 @@ def fused_costs(target, fd, # the target, and a `FeatureDraft` with its acceptan
     path = Path(path) if path else cache_dir()/"costs.json"
     key = costs_key(target, fd, "native", False) + f"|fused|chain={chain}"
     if batch_size > 1: key += f"|rows={batch_size}"  # a batch's costs: a key of their own
-    book = json.loads(path.read_text()) if path.exists() else {}
-    if key in book and not refresh: return {int(k): v for k, v in book[key].items()}
+    got = read_book(path).get(key)
+    if got is not None and not refresh:
+        if isinstance(got, dict) and got and all(
+                str(k).isdigit() and isinstance(v, (int, float)) for k, v in got.items()):
+            return {int(k): v for k, v in got.items()}
+        warnings.warn(f"{path}: the entry for this round is unreadable ({key}); measured again.")
     dev = target.get_output_embeddings().weight.device
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, target.config.vocab_size, (64,), generator=g)
@@ -391,9 +395,7 @@ def fused_costs(target, fd, # the target, and a `FeatureDraft` with its acceptan
             if i >= 2: ms[n].append(1000 * (time.perf_counter() - t0))
             ctx[n] += new
     out = {n: statistics.median(t) for n, t in ms.items()}
-    book = json.loads(path.read_text()) if path.exists() else {}
-    book[key] = out
-    atomic_write(path, lambda t: Path(t).write_text(json.dumps(book, indent=1)))
+    update_book(path, key, out)  # merged with entries others wrote meanwhile
     return out
 
 def fused_auto_tree(target, fd, chain:int=0, # as `fused_costs`

@@ -5,6 +5,7 @@
 # %% ../../nbs/10_decode.ipynb #10_dech0
 from __future__ import annotations
 import operator
+import reprlib
 import time
 import torch
 from dataclasses import dataclass
@@ -19,8 +20,8 @@ from ..tree import Tree, TreeConfig
 from ..verify import Sampling, probs, verify_sampling
 
 # %% auto #0
-__all__ = ['DecodeStats', 'as_drafter', 'eos_set', 'check_prompt', 'check_room', 'compiled_size', 'prefill_prompt', 'count_round',
-           'take_tokens', 'end_round', 'speculate']
+__all__ = ['INT_DTYPES', 'DecodeStats', 'as_drafter', 'check_int', 'eos_set', 'check_prompt', 'check_sampling', 'check_request',
+           'check_room', 'compiled_size', 'prefill_prompt', 'count_round', 'take_tokens', 'end_round', 'speculate']
 
 # %% ../../nbs/10_decode.ipynb #f8eba532
 @dataclass
@@ -79,6 +80,7 @@ class DecodeStats:
 
 # %% ../../nbs/10_decode.ipynb #b4e9a34e
 def as_drafter(draft, tree:TreeConfig|None, target) -> Drafter:
+    "The drafter `speculate` runs: `draft` if a `Drafter`, else one made from it (None: plain)."
     if draft is None: return Drafter()
     if isinstance(draft, Drafter): return draft
     # a network that makes its own drafter (a feature drafter)
@@ -86,18 +88,43 @@ def as_drafter(draft, tree:TreeConfig|None, target) -> Drafter:
     check_compatible(target, draft)
     return ModelDrafter(draft, tree or TreeConfig())
 
-def eos_set(target, eos_token_id):
+def check_int(v, name:str, # what `v` is, for the error
+              least:int|None=None, # the smallest it may be (None: any)
+             ) -> int:
+    """`v` as a Python int (numpy's ints and one-element integer tensors too; a bool, a float, text
+    or None not), at least `least`; else a `ValueError` naming `name`."""
+    n = None
+    if not isinstance(v, bool) and not (isinstance(v, torch.Tensor) and v.dtype == torch.bool):
+        try: n = operator.index(v)
+        except TypeError: pass
+    if n is None: raise ValueError(f"{name} must be an int, got {reprlib.repr(v)}.")
+    if least is not None and n < least: raise ValueError(f"{name} must be >= {least}, got {n}.")
+    return n
+
+def eos_set(target, eos_token_id) -> set:
+    """The EOS ids as a set of ints: `eos_token_id` an id, a list, tuple or set of them, or a 1D
+    tensor or array (None: the target's generation config); anything else a clear `ValueError`."""
     if eos_token_id is None: eos_token_id = target.generation_config.eos_token_id
     if eos_token_id is None: return set()
-    ids = list(eos_token_id) if isinstance(eos_token_id, (list, tuple, set)) else [eos_token_id]
-    try: return {operator.index(i) for i in ids}  # ints (numpy's, 0-d tensors' too), no floats
-    except TypeError:
-        raise ValueError(
-            f"eos_token_id must be a token id or a list of them, got {eos_token_id!r}.") from None
+    e = eos_token_id
+    if getattr(e, "ndim", None) == 1 and hasattr(e, "tolist"): e = e.tolist()  # a tensor, an array
+    ids = list(e) if isinstance(e, (list, tuple, set, frozenset)) else [e]
+    try: return {check_int(i, "an EOS id") for i in ids}  # ints (numpy's, 0-d tensors' too)
+    except ValueError:
+        raise ValueError(f"eos_token_id must be a token id or a list of them, got"
+                         f" {reprlib.repr(eos_token_id)}.") from None
+
+# token ids of these dtypes are read as int64 ids (the embedding's)
+INT_DTYPES = tuple(getattr(torch, n) for n in (
+    "int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64") if hasattr(torch, n))
 
 def check_prompt(target, input_ids, max_new_tokens:int) -> torch.Tensor:
-    "The prompt as a non-empty `(L,)` tensor of in-vocabulary ids, or a clear `ValueError`."
-    ids = torch.as_tensor(input_ids)
+    """The prompt as a non-empty `(L,)` int64 tensor of in-vocabulary ids (ids of any integer dtype,
+    `INT_DTYPES`, read as int64), `max_new_tokens` an int >= 1; else a clear `ValueError`."""
+    try: ids = torch.as_tensor(input_ids)
+    except (TypeError, ValueError, RuntimeError) as e:  # text, None, ragged lists, ids past int64
+        raise ValueError(f"input_ids must be a sequence of integer token ids, got"
+                         f" {reprlib.repr(input_ids)} ({e}).") from None
     if ids.dim() == 2:
         if ids.shape[0] != 1:
             raise ValueError(
@@ -105,18 +132,46 @@ def check_prompt(target, input_ids, max_new_tokens:int) -> torch.Tensor:
         ids = ids[0]
     if ids.dim() != 1 or len(ids) == 0:
         raise ValueError("input_ids must be a non-empty 1D sequence of token ids.")
-    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+    if ids.dtype not in INT_DTYPES:
         raise ValueError(f"input_ids must be integer token ids, not {ids.dtype}.")
-    if max_new_tokens < 1: raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}.")
+    check_int(max_new_tokens, "max_new_tokens", 1)
+    ids = ids.long()  # (an unsigned id past int64's range turns negative: refused below)
     vocab = target.get_output_embeddings().out_features
     if int(ids.max()) >= vocab or int(ids.min()) < 0:
         raise ValueError(f"input_ids out of the vocabulary (0..{vocab-1}).")
     return ids
 
+def check_sampling(sampling, # a `Sampling`, or None (greedy)
+                   seed=None) -> tuple[Sampling, int|None]:
+    """`(sampling, seed)` checked: a `Sampling` (None: greedy), and None or an int a generator takes
+    (-2**63 .. 2**64 - 1); else a clear `ValueError`."""
+    if sampling is None: sampling = Sampling()
+    if not isinstance(sampling, Sampling):
+        raise ValueError(f"sampling must be a Sampling (flashspec.verify) or None, got"
+                         f" {reprlib.repr(sampling)}.")
+    if seed is not None:
+        seed = check_int(seed, "seed")
+        if not -2**63 <= seed < 2**64:
+            raise ValueError(f"seed must be an int in -2**63 .. 2**64 - 1, got {seed}.")
+    return sampling, seed
+
+def check_request(target, input_ids, max_new_tokens, sampling=None, seed=None, eos_token_id=None,
+                  tree=None, # a `TreeConfig` or None
+                 ) -> tuple:
+    """A request's arguments checked where they come in, each bad one a clear `ValueError` (not a
+    failure deep in torch): `(ids (L,) int64, max_new_tokens an int, sampling, seed, EOS set)` (see
+    `check_prompt`, `check_sampling`, `eos_set`)."""
+    ids = check_prompt(target, input_ids, max_new_tokens)
+    if tree is not None and not isinstance(tree, TreeConfig):
+        raise ValueError(f"tree must be a TreeConfig or None, got {reprlib.repr(tree)}.")
+    sampling, seed = check_sampling(sampling, seed)
+    return ids, operator.index(max_new_tokens), sampling, seed, eos_set(target, eos_token_id)
+
 def check_room(target, n_prompt:int, max_new_tokens:int, n_tree:int, # the drafter's `max_nodes`
                max_len:int|None) -> int:
-    """The cache size a request needs (`max_len`, or just enough when None); a clear `ValueError` if
-    it does not fit."""
+    """The cache size a request needs (`max_len`, an int >= 1, or just enough when None); a clear
+    `ValueError` if it does not fit."""
+    if max_len is not None: max_len = check_int(max_len, "max_len", 1)
     need = n_prompt + max_new_tokens + n_tree
     if max_len is None: max_len = need
     limit = getattr(target.config, "max_position_embeddings", None)
@@ -209,11 +264,14 @@ def speculate(target, # the target causal LM
              pad_nodes:dict|None=None,
             ) -> tuple[list[int], DecodeStats]:
     """Speculative decoding: returns `(new token ids, DecodeStats)`. Greedy output equals the
-    target's greedy output."""
+    target's greedy output. A bad argument is a `ValueError` before any work (`check_request`). The
+    models must not be moved or changed while they decode (by another thread, say): the weights are
+    read by address, checked at the first forward and after the streamer (`weights_held`)."""
     t_start = time.perf_counter()
     check_supported(target)
     streamer = touching(streamer)  # the caller's code: the weights are checked again after it
-    ids = check_prompt(target, input_ids, max_new_tokens)
+    ids, max_new_tokens, sampling, seed, eos = check_request(
+        target, input_ids, max_new_tokens, sampling, seed, eos_token_id, tree)
     drafter = as_drafter(draft, tree, target)
     n_tree = drafter.max_nodes
     pad = {int(k): int(v) for k, v in (pad_nodes or {}).items()}
@@ -224,7 +282,6 @@ def speculate(target, # the target causal LM
     # compiled: few cache sizes, so its graphs are reused
     if bucket: max_len = bucket_slots(max_len)
     gen = torch.Generator().manual_seed(seed) if seed is not None else None
-    eos = eos_set(target, eos_token_id)
     stats = DecodeStats()
     fwd = make_forward(target, engine, compile)
     tree_fwd = getattr(fwd, "compiled", fwd)

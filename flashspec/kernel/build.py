@@ -4,6 +4,7 @@
 
 # %% ../../nbs/06_kernel.ipynb #06_kerh0
 from __future__ import annotations
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -11,15 +12,16 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 from ..util import cache_dir, cpuinfo
 
 # %% auto #0
 __all__ = ['CSRC', 'SOURCES', 'KERNEL_FLAGS', 'KERNEL_PARTS', 'c_compiler', 'kernel_flags', 'kernel_source', 'cpu_identity',
-           'kernel_file', 'build_kernel', 'load_kernel', 'rows_kernel', 'kernel_id', 'kernel_status', 'kernel_part_on',
-           'exact_int8_on', 'exact_int4_on', 'draft_int8_on', 'draft_int4_on', 'head_argmax_on', 'layer_kernel_on',
-           'stack_on']
+           'kernel_file', 'build_kernel', 'load_kernel', 'check_owner', 'rows_kernel', 'kernel_id', 'kernel_status',
+           'kernel_part_on', 'exact_int8_on', 'exact_int4_on', 'draft_int8_on', 'draft_int4_on', 'head_argmax_on',
+           'layer_kernel_on', 'stack_on']
 
 # %% ../../nbs/06_kernel.ipynb #kn000008
 # the kernel's C sources, shipped with the package; kernel.c includes the other two
@@ -42,11 +44,11 @@ def kernel_source() -> str:
     "The kernel's C sources as one text: what a build's digest covers."
     return "\n".join((CSRC/f).read_text() for f in SOURCES)
 
-def cpu_identity() -> str:
+def cpu_identity(path:str="/proc/cpuinfo") -> str:
     """What a `-march=native` build depends on: the architecture, and the CPU's model and flags
     (x86's `flags`, ARM's `Features`; where /proc/cpuinfo says nothing, the platform's
     processor)."""
-    ci = cpuinfo()
+    ci = cpuinfo(path)
     parts = (platform.machine(), ci.get("vendor_id", ""), ci.get("cpu family", ""),
              ci.get("model", ""), ci.get("model name", "") or ci.get("CPU part", ""),
              ci.get("flags", "") or ci.get("Features", ""), platform.processor())
@@ -72,11 +74,13 @@ def build_kernel(cc:str, out:Path,
     source = Path(source or CSRC/"kernel.c")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
+        _own_only(out)  # the folder writable by this user alone, whatever the umask
         with tempfile.TemporaryDirectory(dir=out.parent) as d:
             so = Path(d)/"kernel.so"
             r = subprocess.run([cc, *flags, str(source), "-o", str(so), "-lm"],
                                capture_output=True, text=True, timeout=120)
             if r.returncode: return (r.stderr or r.stdout).strip()[-500:] or f"exit {r.returncode}"
+            os.chmod(so, 0o755)  # written by us alone (`check_owner`), whatever the umask
             os.replace(so, out)
     except (OSError, subprocess.SubprocessError) as e: return str(e)
     said = (r.stderr or "").strip()
@@ -92,8 +96,34 @@ def load_kernel(path:Path): # a library `build_kernel` wrote
     `llama_layer` as `.layer`, `llama_stack` as `.stack`, `feature_layer` as `.feature`,
     `feature_step` as `.step`, `exp_rows` as `.exp` (`.exp.lanes`: 16 or 1) and `head_argmax` as
     `.argmax` (None where the build has none: it needs AVX-512 VNNI); raises `OSError` if the
-    library does not load."""
+    library does not load or lacks a function, `PermissionError` (one) if it is not safe to load
+    (`check_owner`)."""
+    check_owner(path)
     lib = ctypes.CDLL(str(path))
+    try: return _bind(lib)
+    except AttributeError as e:
+        # unloaded again: else this process's loader would hand back this library, found by its
+        # path, when a rebuilt one is loaded there
+        with contextlib.suppress(ImportError, AttributeError, OSError):
+            from _ctypes import dlclose
+            dlclose(lib._handle)
+        raise OSError(f"{path} lacks a function of the kernel: {e}") from None
+
+def check_owner(path:Path):
+    """Raise `PermissionError` unless `path` and its folder belong to this user (or root) and no
+    one else may write them: loading a library runs its code, and a folder others can write (a shared
+    `$FLASHSPEC_CACHE`) could hold a planted one under the predictable name."""
+    if not hasattr(os, "getuid"): return  # no POSIX owners (Windows): nothing to check
+    for p in (Path(path), Path(path).parent):
+        st = os.stat(p)
+        if st.st_uid not in (os.getuid(), 0):
+            raise PermissionError(f"{p} belongs to another user (uid {st.st_uid}): not loaded.")
+        if st.st_mode & 0o022:
+            raise PermissionError(
+                f"{p} can be written by others (mode {st.st_mode & 0o777:o}): not loaded.")
+
+def _bind(lib): # a loaded `ctypes.CDLL` of the kernel
+    "`load_kernel`'s function table from the library (`AttributeError` for a missing function)."
     fn, fn.q8, fn.q4 = lib.rows_mm, lib.rows_mm_q8, lib.rows_mm_q4
     fn.layer, fn.feature = lib.llama_layer, lib.feature_layer
     fn.restype, fn.argtypes = None, [ctypes.c_void_p] * 3 + [ctypes.c_int] * 4
@@ -124,23 +154,55 @@ def load_kernel(path:Path): # a library `build_kernel` wrote
 def rows_kernel(refresh:bool=False): # look again (after changing `$CC` or `FLASHSPEC_KERNEL`)
     """The compiled `rows_mm` (a ctypes function; its library's `rows_mm_q8` is its `.q8`,
     `rows_mm_q4` its `.q4`, `llama_layer` its `.layer`, `llama_stack` its `.stack`, `feature_layer`
-    its `.feature`, `feature_step` its `.step`), built on first use; None where it cannot be (see
-    `kernel_status`)."""
-    if "fn" in _KERNEL and not refresh: return _KERNEL["fn"]
-    _KERNEL.update(fn=None, warnings=None)
+    its `.feature`, `feature_step` its `.step`), built on first use (once, whichever threads ask); a
+    cached library that does not load (a truncated or foreign file of ours) is built again once;
+    None where it cannot be (see `kernel_status`)."""
+    got = _KERNEL.get("fn", _UNSET)
+    if got is not _UNSET and not refresh: return got
+    with _KERNEL_LOCK:  # one build and one status, whichever threads ask first
+        if "fn" in _KERNEL and not refresh: return _KERNEL["fn"]
+        _KERNEL.clear(); _KERNEL.update(_look())
+        return _KERNEL["fn"]
+
+_UNSET, _KERNEL_LOCK = object(), threading.RLock()
+
+def _own_only(path:Path):
+    """Make this user's kernel folder writable by this user alone, and remove a library of ours
+    there that others could have written (it is built again): what `check_owner` then asks."""
+    if not hasattr(os, "getuid"): return
+    for p in (path.parent, path):
+        try: st = os.stat(p)
+        except OSError: return
+        if st.st_uid != os.getuid() or not st.st_mode & 0o022: continue
+        with contextlib.suppress(OSError):
+            if p == path: p.unlink()
+            else: os.chmod(p, st.st_mode & ~0o022)
+
+def _look() -> dict:
+    "`rows_kernel`'s finding: `fn`, `status`, `warnings` and (loaded) `path`."
     cc = c_compiler()
     if os.environ.get("FLASHSPEC_KERNEL", "1") == "0":
-        _KERNEL["status"] = "off (FLASHSPEC_KERNEL=0)"
-    elif cc is None: _KERNEL["status"] = "no C compiler found ($CC, cc, gcc)"
-    else:
-        path = kernel_file(cc)
-        err = None if path.exists() else build_kernel(cc, path, kernel_flags())
-        _KERNEL["warnings"] = _WARNED.get(path)
-        try: fn = None if err else load_kernel(path)
+        return dict(fn=None, status="off (FLASHSPEC_KERNEL=0)")
+    if cc is None: return dict(fn=None, status="no C compiler found ($CC, cc, gcc)")
+    path, note = kernel_file(cc), ""
+    _own_only(path)
+    err = None if path.exists() else build_kernel(cc, path, kernel_flags())
+    if err is None:
+        try: return dict(fn=load_kernel(path), path=path, status=f"built with {cc}: {path}",
+                         warnings=_WARNED.get(path))
+        except PermissionError as e:  # not ours to replace either
+            return dict(fn=None, status=f"refused: {e}")
         except OSError as e: err = f"{path} does not load: {e}"
-        if err: _KERNEL["status"] = f"the build with {cc} failed: {err}"
-        else: _KERNEL.update(fn=fn, path=path, status=f"built with {cc}: {path}")
-    return _KERNEL["fn"]
+        if path.exists():  # ours (checked above), and broken: built again, once
+            note = f" (a first copy did not load: {err})"
+            with contextlib.suppress(OSError): path.unlink()
+            err = build_kernel(cc, path, kernel_flags())
+            if err is None:
+                try: return dict(fn=load_kernel(path), path=path, warnings=_WARNED.get(path),
+                                 status=f"built with {cc}: {path}{note}")
+                except OSError as e: err = f"{path} does not load: {e}"
+    return dict(fn=None, status=f"the build with {cc} failed: {err}{note}",
+                warnings=_WARNED.get(path))
 
 def kernel_id() -> str|None:
     """The loaded kernel's build (its file's digest of source, options, compiler and CPU), or None
@@ -150,8 +212,8 @@ def kernel_id() -> str|None:
 def kernel_status() -> str:
     "Whether the kernel is in use, and why not where it is not."
     rows_kernel()
-    w = _KERNEL.get("warnings")
-    return _KERNEL["status"] + (f" (built with warnings:\n{w})" if w else "")
+    with _KERNEL_LOCK: w, status = _KERNEL.get("warnings"), _KERNEL["status"]
+    return status + (f" (built with warnings:\n{w})" if w else "")
 
 # %% ../../nbs/06_kernel.ipynb #ksw00002
 KERNEL_PARTS = ("layers", "stack", "exact-int8", "exact-int4", "draft-int8", "draft-int4",

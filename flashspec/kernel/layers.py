@@ -154,19 +154,42 @@ _HOLD = threading.local()  # `.depth`: `weights_held` scopes open in this thread
 
 _TOUCHED = [0]  # moved by every `weights_touched` (and scope opened): checks before it are stale
 
+_OPEN = [0]  # `weights_held` scopes open, in all threads
+_KEPT = {}  # id(flat) -> (flat, its tensors' storages), checked in a scope: held while any is open
+_KEPT_LOCK = threading.Lock()  # (`_OPEN` and `_KEPT` change together)
+
 class weights_held(contextlib.ContextDecorator):
     """A scope (`with weights_held():`, or `@weights_held()` on a function) in which `fresh_args`
     checks the layers' tensors at its first forward and then trusts them, instead of checking some
     700 tensors before every forward (about 0.3 ms a forward on a 2-core CPU, measured in the
     decoding loop); the cache buffers alike (`_buffers`). For code that changes no weight while it
     is open, as `generate`'s loop, which calls `weights_touched` after its streamer (the only code
-    of the caller's it runs). Per thread; nests. A weight changed in the scope by another thread is
-    not seen."""
+    of the caller's it runs). Per thread; nests.
+
+    **A model must not be moved or changed while it decodes.** A weight moved in the scope by
+    other code (another thread's `.to()` or `.data =`) is not seen until the next check, but it is
+    never read freed: the storages a check in a scope found are held (`_keep`) until the last scope
+    open, in any thread, closes, so the C layers read the weights as they were. Not guarded: a
+    weight changed in place (read half old, half new) or a storage resized in place
+    (`untyped_storage().resize_()`); and outside a scope, a move during a forward's C call."""
     def __enter__(self):
         _HOLD.depth = getattr(_HOLD, "depth", 0) + 1
+        with _KEPT_LOCK: _OPEN[0] += 1
         weights_touched()
         return self
-    def __exit__(self, *exc): _HOLD.depth -= 1
+    def __exit__(self, *exc):
+        _HOLD.depth -= 1
+        with _KEPT_LOCK:
+            _OPEN[0] -= 1
+            if not _OPEN[0]: _KEPT.clear()  # no scope open anywhere: nothing trusted is held
+
+def _keep(flat:tuple) -> None:
+    """In a `weights_held` scope: hold the storages of `flat`'s tensors (`_flat`) until the last
+    scope closes, so that memory a check found them in is not freed while they are trusted."""
+    if not getattr(_HOLD, "depth", 0) or id(flat) in _KEPT: return  # (`_KEPT` holds flat: its id)
+    storages = tuple(t.untyped_storage() for t in flat[0])
+    with _KEPT_LOCK:
+        if _OPEN[0]: _KEPT[id(flat)] = (flat, storages)
 
 def weights_touched() -> None:
     "In a `weights_held` scope: the next forward checks the weights again (code ran that may have)."
@@ -190,13 +213,22 @@ def fresh_args(held:tuple|None, # what this returned last time, or None
               ) -> tuple:
     """`held` while it still describes the modules (no module changed anywhere, every addressed
     tensor kept its storage: `layer_args_valid`; in a `weights_held` scope, checked once since the
-    last `weights_touched`), else `(read(), modules_changed(), ...)`."""
+    last `weights_touched`), else `(read(), modules_changed(), ...)`. In a scope, the storages
+    checked are held first (`_keep`): what the check finds stays where it was found."""
     h = _held()
     if held is not None and held[1] == modules_changed():
         if not held[0] or (h is not None and held[3] == h): return held
+        _keep(held[2])
         if _still(held[2]): return (*held[:3], h)
-    args = read()
-    return args, modules_changed(), _flat(args) if args else None, h
+    for _ in range(8):  # weights moved while they were read (by another thread): read again
+        args = read()
+        flat = _flat(args) if args else None
+        if flat is None: break
+        _keep(flat)
+        if _still(flat): break
+    else: raise RuntimeError("The weights moved at every reading: a model must not be moved while"
+                             " it decodes.")
+    return args, modules_changed(), flat, h
 
 def layers_ok(args:list|None, # `layer_args` of each layer
               x:torch.Tensor, # (B, T, d) the layers' input

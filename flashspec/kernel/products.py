@@ -11,7 +11,7 @@ from .build import rows_kernel
 from .formats import argmax_copy, dequantize_q8, unpack_q4
 
 # %% auto #0
-__all__ = ['rows_ok', 'rows_linear', 'rows_q8', 'head_argmax']
+__all__ = ['rows_ok', 'rows_linear', 'check_q8', 'rows_q8', 'head_argmax']
 
 # %% ../../nbs/06b_products.ipynb #kn000013
 def rows_ok(x:torch.Tensor, w:torch.Tensor) -> bool:
@@ -37,6 +37,26 @@ def rows_linear(x:torch.Tensor, # (..., K)
     return y.reshape(*x.shape[:-1], N)
 
 # %% ../../nbs/06b_products.ipynb #kn000021s1
+def check_q8(x:torch.Tensor, q:torch.Tensor, s:torch.Tensor, o:torch.Tensor,
+             b:torch.Tensor|None=None):
+    """A clear `ValueError` unless `rows_q8`'s operands fit each other: q (N, K) int8 or (N, K // 2)
+    uint8, s and o (N, K // G) with G dividing K, b (N,), x (..., K)."""
+    if x.dim() < 1 or q.dim() != 2 or s.dim() != 2 or o.dim() != 2:
+        raise ValueError(f"rows_q8 takes x (..., K), q, s and o 2-D; got {tuple(x.shape)},"
+                         f" {tuple(q.shape)}, {tuple(s.shape)}, {tuple(o.shape)}.")
+    if q.dtype not in (torch.int8, torch.uint8):
+        raise ValueError(f"rows_q8's q must be int8 (or uint8: packed 4-bit), not {q.dtype}.")
+    K, N = x.shape[-1], q.shape[0]
+    Kq = q.shape[1] * (2 if q.dtype == torch.uint8 else 1)
+    if (Kq != K or s.shape[0] != N or tuple(o.shape) != tuple(s.shape) or not s.shape[1]
+            or K % s.shape[1]):
+        raise ValueError(
+            f"rows_q8: x (..., {K}) against q {tuple(q.shape)} {q.dtype}, s {tuple(s.shape)} and o"
+            f" {tuple(o.shape)}: q must be ({N}, {K}) (int8) or ({N}, {K // 2}) (uint8), s and o"
+            f" ({N}, K // G) for a group size G dividing K.")
+    if b is not None and tuple(b.shape) != (N,):
+        raise ValueError(f"rows_q8's bias must be ({N},), not {tuple(b.shape)}.")
+
 def rows_q8(x:torch.Tensor, # (..., K)
             q:torch.Tensor, # (N, K) int8 weights, or (N, K // 2) uint8: 4-bit ones (`pack_q4`)
             s:torch.Tensor, # (N, K // G) fp32 scales, one per group of G inputs (G % 16 == 0)
@@ -46,6 +66,7 @@ def rows_q8(x:torch.Tensor, # (..., K)
            ) -> torch.Tensor:
     """`F.linear(x, q · s + o, b)` through `rows_mm_q8` (`rows_mm_q4` for packed 4-bit weights, G %
     32 == 0) where it applies (see above)."""
+    check_q8(x, q, s, o, b)  # C would read out of bounds
     xs = x.reshape(-1, x.shape[-1])                                       # (M, K)
     (M, K), N, four = xs.shape, q.shape[0], q.dtype == torch.uint8
     G = K // s.shape[1]

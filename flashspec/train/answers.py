@@ -4,20 +4,26 @@
 
 # %% ../../nbs/13_answers.ipynb #13_ansh0
 from __future__ import annotations
+import glob
+import hashlib
 import json
+import math
 import os
+import platform
 import shutil
 import tempfile
+import time
 import torch
 from pathlib import Path
 from ..data import DISTILL, data_dir, read_prompts
 from ..decode.loop import speculate
 from ..target import encode_chat
+from ..util import atomic_write, target_fingerprint
 
 # %% auto #0
-__all__ = ['eos_ids', 'answer_batch', 'answer_turns', 'answer_conversations', 'topk_pass', 'pool_slice', 'make_distill_data',
-           'save_answers', 'merge_answers', 'pool_lines', 'answers_file', 'assistant_markers', 'text_rows',
-           'make_text_data']
+__all__ = ['eos_ids', 'answer_batch', 'answer_turns', 'answer_conversations', 'topk_pass', 'human_bytes', 'human_seconds',
+           'check_free_space', 'pool_slice', 'make_distill_data', 'save_answers', 'merge_answers', 'pool_lines',
+           'answers_file', 'assistant_markers', 'text_rows', 'make_text_data']
 
 # %% ../../nbs/13_answers.ipynb #d0238724
 def eos_ids(model) -> set:
@@ -142,38 +148,192 @@ def topk_pass(target, rows:list[dict], k:int=64, # how many logits to keep per p
     return rows
 
 # %% ../../nbs/13_answers.ipynb #e831a668
-def _atomic_save_dataset(ds, path:Path) -> None:
+# a temporary folder's name says which host and process wrote it: `.NAME.HOST.PID.tmp-XXXX`
+_HOST = hashlib.sha256(platform.node().encode()).hexdigest()[:6]
+# the record a shard (or `data`) keeps of the conversations it holds
+_RECORD = "flashspec.json"
+
+def _temporary_dir(path:Path) -> Path:
+    "A new empty folder beside `path`, named as this process's temporary of it."
+    prefix = f".{path.name}.{_HOST}.{os.getpid()}.tmp-"
+    return Path(tempfile.mkdtemp(dir=path.parent, prefix=prefix))
+
+def _alive(pid:int) -> bool:
+    "Whether process `pid` of this host still runs."
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except (PermissionError, OverflowError): return True
+    return True
+
+def _stale(path:Path) -> list:
+    """The temporaries of `path` (`_temporary_dir`) that processes of this host left and are gone
+    (killed while writing)."""
+    head, out = f".{path.name}.{_HOST}.", []
+    for p in path.parent.glob(glob.escape(head) + "*.tmp-*"):
+        pid = p.name[len(head):].split(".")[0]
+        if pid.isdigit() and not _alive(int(pid)): out.append(p)
+    return out
+
+def _atomic_save_dataset(ds, path:Path, record:dict|None=None) -> None:
+    """Save `ds` at `path`, whole or not at all: into a temporary folder (with `record` as its
+    `_RECORD`), then renamed into place; the temporaries of killed runs are removed first."""
     import datasets
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}-"))
+    for p in _stale(path): shutil.rmtree(p, ignore_errors=True)
+    tmp, old = _temporary_dir(path), None
     try:
         quiet = not datasets.are_progress_bars_disabled()
         if quiet: datasets.disable_progress_bars()
         try: ds.save_to_disk(str(tmp))
         finally:
             if quiet: datasets.enable_progress_bars()
-        if path.exists(): shutil.rmtree(path)
+        if record is not None: (tmp/_RECORD).write_text(json.dumps(record))
+        # the old folder moved aside in one rename: never half a folder at `path`
+        if path.exists(): old = _temporary_dir(path); os.replace(path, old)
         os.replace(tmp, path)
+    except BaseException:
+        if old is not None and not path.exists(): os.replace(old, path)
+        raise
     finally:
-        if tmp.exists(): shutil.rmtree(tmp, ignore_errors=True)
+        for p in (tmp, old):
+            if p is not None and p.exists(): shutil.rmtree(p, ignore_errors=True)
 
-def _sharded(out:Path, convs:list, make_rows, shard_size:int, progress:bool, desc:str):
+def _record(path:Path) -> dict|None:
+    "The `_RECORD` a saved folder keeps (None: none)."
+    f = Path(path)/_RECORD
+    return json.loads(f.read_text()) if f.exists() else None
+
+def _conv_key(c:dict) -> str:
+    "A short sha256 of a conversation as the pool has it (its id, turns, category, ...)."
+    return hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest()[:16]
+
+def _settings_diff(old:dict, new:dict) -> list[str]:
+    "`KEY: OLD there, NEW now` for each key whose value differs."
+    return [f"{k}: {old.get(k)!r} there, {new.get(k)!r} now"
+            for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+
+def _check_settings(out:Path, settings:dict, what:str) -> bool:
+    """Refuse a folder whose shards were made with other settings (or with none recorded); True
+    when its settings are still to be recorded."""
+    f = out/"settings.json"
+    if f.exists():
+        diff = _settings_diff(json.loads(f.read_text()), settings)
+        if diff:
+            raise ValueError(
+                f"{out} holds {what} made with other settings ({'; '.join(diff)}): adding to them"
+                " would mix the two. Use a fresh --out, or rerun with those settings.")
+        return False
+    if (out/"shards").exists() and any((out/"shards").iterdir()):
+        raise ValueError(
+            f"{out} holds {what} shards with no record of the settings that made them (an older"
+            " flashspec's): use a fresh --out.")
+    return True
+
+def _reuse(path:Path, want:list) -> bool:
+    """Whether the shard at `path` holds the conversations `want` (their `_conv_key`s); False for
+    another run's shard of more or fewer of them (another --n-prompts: made again); refused when it
+    holds others."""
+    have = (_record(path) or {}).get("convs")
+    if have == want: return True
+    m = min(len(have or []), len(want))
+    if have is None or have[:m] == want[:m]: return False
+    raise ValueError(
+        f"{path} holds rows of other conversations than the pool now has there (was the pool"
+        " edited?): use a fresh --out.")
+
+def _sharded(out:Path, convs:list, make_rows, shard_size:int, progress:bool, desc:str,
+             settings:dict,
+             plan=None, # called as plan(conversations still to do) before any is done
+            ):
     """Build rows shard by shard (`make_rows(convs, first) -> rows`, `first` the index of the
-    shard's first conversation), each saved atomically; skip shards already on disk."""
+    shard's first conversation), each saved atomically with a record of its conversations; keep
+    shards on disk for the same conversations, made with the same `settings` (others: refused)."""
     from datasets import Dataset, concatenate_datasets, load_from_disk
     from tqdm.auto import tqdm
-    shards = []
+    out = Path(out)
+    fresh = _check_settings(out, settings, desc)
+    keys = [_conv_key(c) for c in convs]
+    first = range(0, len(convs), shard_size)
+    path = lambda s: out/"shards"/f"{s // shard_size:05d}"
+    todo = [s for s in first
+            if not (path(s).exists() and _reuse(path(s), keys[s:s + shard_size]))]
+    if plan is not None: plan([c for s in todo for c in convs[s:s + shard_size]])
+    if fresh: atomic_write(out/"settings.json",
+                           lambda t: Path(t).write_text(json.dumps(settings, indent=1)))
+    shards, held = [], []
     bar = tqdm(total=len(convs), desc=desc, disable=not progress, unit="conv")
-    for s in range(0, len(convs), shard_size):
-        path = out/"shards"/f"{s // shard_size:05d}"
-        if not path.exists():
+    for s in first:
+        if s in todo:
             rows = make_rows(convs[s:s + shard_size], s)
-            if rows: _atomic_save_dataset(Dataset.from_list(rows), path)
-        if path.exists(): shards.append(load_from_disk(str(path)))
+            if rows:
+                _atomic_save_dataset(
+                    Dataset.from_list(rows), path(s), dict(convs=keys[s:s + shard_size]))
+        if path(s).exists():
+            shards.append(load_from_disk(str(path(s)))); held += keys[s:s + shard_size]
         bar.update(min(shard_size, len(convs) - s))
     bar.close()
-    _atomic_save_dataset(concatenate_datasets(shards), out/"data")
+    # the whole set again only if its shards changed
+    if todo or _record(out/"data") != dict(convs=held):
+        _atomic_save_dataset(concatenate_datasets(shards), out/"data", dict(convs=held))
     return load_from_disk(str(out/"data"))
+
+def human_bytes(n:float) -> str:
+    "A number of bytes, short: 512 B, 3.4 MB, 11.9 GB."
+    for unit in ("B", "kB", "MB", "GB"):
+        if abs(n) < 1000: return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+def human_seconds(s:float) -> str:
+    "A duration, rounded: 40 s, 12 min, 2.5 h."
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min" if s < 5400 else f"{s / 3600:.1f} h"
+
+def check_free_space(folder:str|Path, need:float, # bytes to be written under `folder`
+                     what:str, # the work, for the message: "The feature cache", ...
+                     fewer:str="", # how to ask for less, for the message
+                    ) -> int:
+    """The bytes free on the disk that holds `folder` (or its nearest existing parent); a clear
+    ValueError when `need` bytes, and 5% more, would not fit."""
+    p = Path(folder).absolute()
+    while not p.exists(): p = p.parent
+    free = shutil.disk_usage(p).free
+    if need * 1.05 > free:
+        raise ValueError(
+            f"{what} needs about {human_bytes(need)} in {folder}, but that disk has"
+            f" {human_bytes(free)} free: free some space, write it to another disk, or take"
+            f" fewer conversations{fewer}.")
+    return free
+
+def _answer_plan(target, tok, out:Path, convs:list, done:int, max_prompt_tokens:int,
+                 max_new_tokens:int, topk:int, batch_size:int, progress:bool):
+    """Before answering `convs`: refuse if the disk cannot hold them; with `progress`, say how many,
+    how large and about how long (from one timed batch)."""
+    turns = [len(c["turns"]) for c in convs]
+    n_turns, answer = sum(turns), sum(turns) * max_new_tokens  # at most
+    tokens = n_turns * (max_prompt_tokens + max_new_tokens)
+    # the shards, then `data` again: int32 ids; per answer position k float64 + int64 and offsets
+    need = 2 * (4 * tokens + answer * (16 * topk + 8))
+    free = check_free_space(
+        out, need, f"Answering {len(convs)} conversations", " (--n-prompts) or shorter answers")
+    if not progress: return
+    if not convs:
+        print(f"answers: all {done} conversations already answered in {out}"); return
+    prompts = []
+    for c in convs[:batch_size]:
+        try: prompts.append(encode_chat(tok, c["turns"][:1], max_tokens=max_prompt_tokens))
+        except ValueError: pass
+    # one batch of first turns, 4 new tokens: seconds per batch step (its prefill included)
+    t0 = time.time()
+    if prompts:
+        answer_batch(target, prompts, 4, len(prompts),
+                     tok.pad_token_id if tok.pad_token_id is not None else 0)
+    step = (time.time() - t0) / 4
+    steps = max_new_tokens * sum(
+        math.ceil(sum(t > j for t in turns) / batch_size) for j in range(max(turns)))
+    before = f"; {done} answered before" if done else ""
+    print(f"answers: {len(convs)} conversations to answer ({n_turns} turns{before}): up to"
+          f" {answer:,} answer tokens and {human_bytes(need)} in {out} ({human_bytes(free)} free);"
+          f" at most about {human_seconds(steps * step)} ({step:.2f} s per batch step measured)")
 
 def pool_slice(prompts:str|Path|None=None, # JSONL prompt pool; None = `data_dir()/DISTILL`
                start:int=0, stop:int|None=None) -> list[dict]:
@@ -203,8 +363,24 @@ def make_distill_data(target, tok, out:str|Path, # output folder (shards, then `
             target, tok, convs, max_prompt_tokens, max_new_tokens, batch_size,
             temperature=temperature, seed=None if seed is None else seed + first)
         return topk_pass(target, r, topk) if topk else r
-    return _sharded(
-        Path(out), pool_slice(prompts, 0, n_prompts), rows, shard_size, progress, "distill data")
+    convs = pool_slice(prompts, 0, n_prompts)
+    # what the answers depend on besides which conversations: a rerun must match
+    settings = dict(
+        kind="answers", **_made_by(target, tok, prompts), max_prompt_tokens=max_prompt_tokens,
+        max_new_tokens=max_new_tokens, topk=topk, temperature=float(temperature),
+        seed=seed if temperature else None, shard_size=shard_size)
+    plan = lambda todo: _answer_plan(
+        target, tok, Path(out), todo, len(convs) - len(todo), max_prompt_tokens, max_new_tokens,
+        topk, batch_size, progress)
+    return _sharded(Path(out), convs, rows, shard_size, progress, "distill data", settings, plan)
+
+def _made_by(target, tok, prompts) -> dict:
+    "The target (its fingerprint and dtype), tokenizer and prompt pool data are made from."
+    t = hashlib.sha256(f"{tok.chat_template}|{len(tok)}|{tok.eos_token}".encode()).hexdigest()
+    pool = Path(prompts if prompts is not None else data_dir()/DISTILL).resolve()
+    return dict(
+        target=target_fingerprint(target), dtype=str(target.get_output_embeddings().weight.dtype),
+        tokenizer=t[:16], prompts=str(pool))
 
 def save_answers(path:str|Path, toks:list, # each row's token ids: its prompt, then its answer
                  n_prompt:list, turn:list, # each row's prompt length and turn index
@@ -220,14 +396,15 @@ def save_answers(path:str|Path, toks:list, # each row's token ids: its prompt, t
     flat = np.concatenate([np.asarray(t, dtype=np.int64) for t in toks])
     # the shared file's uint16 holds ids below 65,536; a larger vocabulary is stored as int32
     dt = np.uint16 if flat.max() < 2**16 else np.int32
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, tokens=flat.astype(dt),
-             offsets=np.concatenate([[0], np.cumsum([len(t) for t in toks])]).astype(np.int64),
-             n_prompt=np.asarray(n_prompt, dtype=np.int32), turn=np.asarray(turn, dtype=np.int16),
-             conv=np.asarray(conv, dtype=np.int32),
-             **({} if part is None else dict(part=np.asarray(part, dtype=np.int16))))
-    os.replace(tmp, path)
-    return path
+    arrays = dict(
+        tokens=flat.astype(dt),
+        offsets=np.concatenate([[0], np.cumsum([len(t) for t in toks])]).astype(np.int64),
+        n_prompt=np.asarray(n_prompt, dtype=np.int32), turn=np.asarray(turn, dtype=np.int16),
+        conv=np.asarray(conv, dtype=np.int32),
+        **({} if part is None else dict(part=np.asarray(part, dtype=np.int16))))
+    def write(tmp):
+        with open(tmp, "wb") as f: np.savez(f, **arrays)  # a file object: no ".npz" appended
+    return atomic_write(path, write)
 
 def merge_answers(paths:list, # answers files (`save_answers`'s format) answering one pool
                   path:str|Path) -> Path:
@@ -327,7 +504,23 @@ def make_text_data(target, tok, out:str|Path, prompts:str|Path|None=None,
                    start:int=0, stop:int|None=None,
                    max_tokens:int=384, topk:int=64, shard_size:int=256, progress:bool=True):
     "The target's top-k over existing conversation text (no generation), as a `datasets` Dataset."
+    convs = pool_slice(prompts, start, stop)
+    settings = dict(kind="text", **_made_by(target, tok, prompts), start=start,
+                    max_tokens=max_tokens, topk=topk, shard_size=shard_size)
+    def plan(todo):
+        # at most max_tokens a conversation: int32 ids, then k float64 + int64 a position; twice
+        need = 2 * len(todo) * max_tokens * (4 + 16 * topk + 8)
+        free = check_free_space(
+            out, need, f"Text data of {len(todo)} conversations", " (--text-prompts)")
+        if progress and todo:
+            # a few conversations timed: tokens per second
+            t0, probe = time.time(), text_rows(tok, todo[:8], max_tokens)
+            if probe: topk_pass(target, probe, topk)
+            n, dt = sum(len(r["input_ids"]) for r in probe), max(time.time() - t0, 1e-6)
+            took = f"; at most about {human_seconds(len(todo) * max_tokens * dt / n)}" if n else ""
+            print(f"text data: {len(todo)} conversations to teacher-force: up to"
+                  f" {len(todo) * max_tokens:,} tokens and {human_bytes(need)} in {out}"
+                  f" ({human_bytes(free)} free){took}")
     return _sharded(
-        Path(out), pool_slice(prompts, start, stop),
-        lambda cs, _: topk_pass(target, text_rows(tok, cs, max_tokens), topk), shard_size, progress,
-        "text data")
+        Path(out), convs, lambda cs, _: topk_pass(target, text_rows(tok, cs, max_tokens), topk),
+        shard_size, progress, "text data", settings, plan)

@@ -7,16 +7,19 @@ from __future__ import annotations
 import datasets
 import json
 import math
+import numpy as np
+import pickle
 import time
 import torch
 import torch.nn.functional as F
 from pathlib import Path
 from ..drafters.slice import trainable_names, trainable_parameters
 from ..drafters.weights import save_draft_weights
-from ..util import atomic_write
+from ..util import atomic_write, target_fingerprint
 
 # %% auto #0
-__all__ = ['distill_loss', 'collate', 'step_loss', 'frequent_tokens', 'Interrupted', 'train_draft', 'load_kd_data']
+__all__ = ['distill_loss', 'collate', 'step_loss', 'frequent_tokens', 'Interrupted', 'data_fingerprint', 'train_draft',
+           'load_kd_data']
 
 # %% ../../nbs/13a_distill.ipynb #8f260746
 def distill_loss(draft_logits:torch.Tensor, # (..., V) draft logits
@@ -152,6 +155,65 @@ def _lr_lambda(steps:int, warmup:int):
 class Interrupted(Exception):
     "Raised by an `on_step` callback to stop training (tests use it to simulate a kill)."
 
+# %% ../../nbs/13a_distill.ipynb #13a_ckpt1
+def data_fingerprint(data, # a Dataset, a list of rows or a `FeatureData`: `len` and `[i]` (a dict)
+                     k:int=4, # rows hashed, spread evenly over the data
+                    ) -> str:
+    """`"N rows, HASH"`: the number of rows and a sha256 of `k` of them, spread over the data: a
+    cheap check that a resumed run reads the data it started on."""
+    import hashlib
+    n, h = len(data), hashlib.sha256()
+    for i in sorted({round(j * (n - 1) / max(k - 1, 1)) for j in range(k)} if n else set()):
+        for key, v in sorted(data[i].items()):
+            a = v.encode() if isinstance(v, str) else np.ascontiguousarray(np.asarray(v))
+            kind = "str" if isinstance(a, bytes) else f"{a.dtype}{a.shape}"
+            h.update(f"{key}:{kind}:".encode())
+            h.update(a if isinstance(a, bytes) else a.tobytes())
+    return f"{n} rows, {h.hexdigest()[:16]}"
+
+def _ids_hash(ids) -> str:
+    "A short sha256 of a list of token ids (a vocabulary subset), as sorted unique int64."
+    import hashlib
+    a = torch.as_tensor(ids, dtype=torch.long).unique().cpu().numpy()
+    return hashlib.sha256(a.tobytes()).hexdigest()[:16]
+
+def _read_checkpoint(ck:Path) -> dict:
+    """A checkpoint read as data only (tensors, numbers, strings, lists, dicts): a pickle of other
+    objects, whose loading could run code, is refused unread."""
+    try: return torch.load(ck, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError as e:
+        # torch names the first object it refused: "Unsupported global: GLOBAL io.open ..."
+        what = next((l.split(":", 2)[-1].split(" was ")[0].strip() for l in str(e).splitlines()
+                     if "Unsupported global" in l), "")
+        raise ValueError(
+            f"{ck} is not a plain checkpoint: it holds objects other than tensors, numbers,"
+            f" strings, lists and dicts ({what or 'unknown'}), and loading them could run code, so"
+            " it was not loaded. Use a fresh --out (or delete it if you know where it came from)."
+        ) from None
+
+def _check_resume(ck:Path, st:dict, names:list, settings:dict):
+    """Refuse to resume `st` unless it is this run's: the same trainable parameters and settings,
+    at or before the last step."""
+    old, steps = st.get("settings"), settings["steps"]
+    if old is None:
+        raise ValueError(
+            f"{ck} records no settings (an older flashspec wrote it), so it cannot be checked to be"
+            " this run's: use a fresh --out.")
+    if st["step"] > steps:
+        raise ValueError(
+            f"{ck} is at step {st['step']}, past --steps {steps}: resuming it would train nothing"
+            f" and misreport its steps. Rerun with its --steps {old.get('steps')}, or use a fresh"
+            " --out.")
+    if st["names"] != names:
+        raise ValueError(f"{ck} holds other trainable parameters; use a fresh --out.")
+    diff = [f"{k}: {old.get(k)!r} there, {settings.get(k)!r} now"
+            for k in sorted(set(old) | set(settings)) if old.get(k) != settings.get(k)]
+    if diff:
+        raise ValueError(
+            f"{ck} was written by a run with other settings or data ({'; '.join(diff)}): resuming"
+            " it would mix two runs. Rerun with its settings, or use a fresh --out.")
+
+
 # %% ../../nbs/13a_distill.ipynb #6ea09d22
 def train_draft(draft, # the draft; only its `requires_grad` parameters train
                 data, # a `datasets` Dataset (or list of rows) from `make_distill_data`
@@ -173,9 +235,14 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
                 step_fn=None,
                 # seconds: the LR anneals by then; stop after the step reaching it, save
                 time_limit:float|None=None,
+                # further settings the result depends on (e.g. a design's loss options): a resumed
+                # run must have the same
+                settings:dict|None=None,
                ) -> list[dict]:
     """Train the draft's trainable parameters with accelerate, on the device the draft is on;
-    returns the log (one dict per step, resumed ones included)."""
+    returns the log (one dict per step, resumed ones included). A checkpoint in `out` is resumed
+    only if it is plain data written by a run with the same settings and data, at or before `steps`
+    (at `steps`: a finished run, nothing trains again)."""
     from accelerate import Accelerator
     from tqdm.auto import tqdm
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
@@ -198,10 +265,18 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
     base, clock = _lr_lambda(steps, warmup), [0]
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: base(max(s, clock[0])))
     start, ck, log = 0, out/"checkpoint.pt", []
+    # what the result depends on besides the initial weights: a checkpoint of other settings or
+    # data is not resumed
+    settings = dict(
+        settings or {}, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup,
+        weight_decay=weight_decay, w_ce=w_ce, w_kd=w_kd, T=T, seed=seed,
+        mixed_precision=mixed_precision, processes=acc.num_processes,
+        vocab=None if vocab is None else _ids_hash(vocab),
+        kd_target=None if target is None else target_fingerprint(target),
+        data=data_fingerprint(data))
     if ck.exists():
-        st = torch.load(ck, weights_only=False)
-        if st["names"] != names:
-            raise ValueError(f"{ck} holds other trainable parameters; use a fresh --out.")
+        st = _read_checkpoint(ck)
+        _check_resume(ck, st, names, settings)
         with torch.no_grad():
             for n, p in zip(names, params): p.copy_(st["weights"][n])
         opt.load_state_dict(st["opt"])
@@ -218,12 +293,13 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
             w = {k: p.detach().cpu().clone() for k, p in zip(names, params)}
             state = dict(
                 step=step, names=names, weights=w, opt=opt.state_dict(), sched=sched.state_dict(),
-                log=log)
+                log=log, settings=settings)
             atomic_write(ck, lambda tmp: torch.save(state, tmp))
         acc.wait_for_everyone()
     model.train()
-    # `done`: the steps the saved weights have, fewer if the time limit stops it
-    t0, done = time.time(), steps
+    # `done`: the steps the saved weights have, fewer if the time limit stops it (a finished run
+    # resumed: its own)
+    t0, done = time.time(), max(steps, start)
     bar = tqdm(
         total=steps, initial=start, desc="distill", disable=not (progress and acc.is_main_process))
     for step in range(start, steps):
@@ -255,6 +331,9 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
             print(f"time limit reached: stopped after step {done} of {steps}")
             break
     bar.close()
+    # a finished run resumed: its checkpoint written again (the same state), which clears the
+    # temporaries a run killed while writing it left
+    if start >= steps: save(start)
     model.eval()
     if acc.is_main_process:
         save_draft_weights(
@@ -268,8 +347,20 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
     return log
 
 # %% ../../nbs/13a_distill.ipynb #4151fca6s2
-def load_kd_data(folders:list) -> "datasets.Dataset":
+def load_kd_data(folders:list,
+                 # at most this many conversations of each folder: its first, in the pool's
+                 # round-robin order (as they were answered); None = all
+                 n_prompts:int|None=None,
+                ) -> "datasets.Dataset":
     """Concatenate the `data` sets under the given folders (`answers`, `text`, or any `make_*_data`
     output)."""
     from datasets import concatenate_datasets, load_from_disk
-    return concatenate_datasets([load_from_disk(str(Path(f)/"data")) for f in folders])
+    parts = []
+    for f in folders:
+        ds = load_from_disk(str(Path(f)/"data"))
+        if n_prompts is not None:
+            ids = ds["id"]
+            keep = set(list(dict.fromkeys(ids))[:n_prompts])  # ids in order of first appearance
+            ds = ds.select([i for i, x in enumerate(ids) if x in keep], keep_in_memory=True)
+        parts.append(ds)
+    return concatenate_datasets(parts)

@@ -5,17 +5,18 @@
 # %% ../../nbs/13b_features.ipynb #13b_feh0
 from __future__ import annotations
 import json
+import time
 import numpy as np
 import torch
 from pathlib import Path
 from ..drafters.feature import aux_layers
 from ..target import check_supported
-from .answers import assistant_markers
+from .answers import assistant_markers, check_free_space, human_bytes, human_seconds
 from ..util import atomic_write, target_fingerprint
 
 # %% auto #0
-__all__ = ['answer_mask', 'last_rows', 'pool_sources', 'capped_rows', 'extract_features', 'FeatureData', 'collate_features',
-           'top_features']
+__all__ = ['answer_mask', 'last_rows', 'pool_sources', 'capped_rows', 'spread_rows', 'cache_bytes', 'extract_features',
+           'FeatureData', 'collate_features', 'top_features']
 
 # %% ../../nbs/13b_features.ipynb #1624905b
 def answer_mask(ids:np.ndarray, # (L,) token ids of one rendered conversation
@@ -85,6 +86,43 @@ def capped_rows(kd_path:str|Path, # the `kd_answers_*.npz`: its `conv` is a line
         if n.get(s, 0) < caps.get(s, len(rows)): kept.append(r); n[s] = n.get(s, 0) + 1
     return np.asarray(kept, dtype=np.int64)
 
+def spread_rows(kd_path:str|Path, # an answers file (`save_answers`' format)
+                prompts:str|Path, # the JSONL pool its `conv` line numbers refer to
+                n:int|None, # how many conversations; None = all
+               ) -> np.ndarray:
+    """The last row of at most `n` conversations of an answers file, taken round-robin over the
+    pool's categories (each in file order) as `read_prompts` spreads a pool; in file order."""
+    d = np.load(kd_path); conv = d["conv"]
+    rows = last_rows(d["offsets"], conv, _part(d))
+    if n is None or n >= len(rows): return rows
+    # not splitlines(): a JSON string may hold U+2028 and its kin
+    lines = Path(prompts).read_text().split("\n")
+    cat = [json.loads(l).get("category", "all") if l.strip() else None for l in lines]
+    if int(conv.max()) >= len(cat) or any(cat[int(conv[r])] is None for r in rows):
+        raise ValueError(f"{kd_path} answers conversations that are not lines of {prompts}.")
+    by = {c: [] for c in cat if c is not None}  # the categories in the pool's order
+    for r in rows: by[cat[int(conv[r])]].append(r)
+    out, j = [], 0
+    while len(out) < n:
+        out += [rs[j] for rs in by.values() if j < len(rs)][:n - len(out)]; j += 1
+    return np.sort(np.asarray(out, dtype=np.int64))
+
+def cache_bytes(tokens:int, width:int, k:int) -> int:
+    """Bytes a feature cache takes per `tokens` positions: features (bf16), top-k ids (int32) and
+    values (fp16), the mask and the tokens."""
+    return tokens * (2 * width + 6 * k + 1 + 4)
+
+@torch.no_grad()
+def _probe_rate(target, ids:np.ndarray, layers, k:int) -> float:
+    "Tokens per second of the cache's pass over `ids` (one sequence), timed once."
+    dev = target.get_output_embeddings().weight.device
+    x = torch.as_tensor(np.asarray(ids, dtype=np.int64))[None].to(dev)
+    t0 = time.time()
+    o = target.model(input_ids=x, output_hidden_states=True)
+    torch.cat([o.hidden_states[l] for l in layers], -1).cpu()
+    target.lm_head(o.last_hidden_state).topk(k, -1).values.cpu()
+    return x.shape[1] / max(time.time() - t0, 1e-6)
+
 def _open(path:Path, shape, dtype, mode):
     return np.lib.format.open_memmap(
         path, mode=mode, dtype=dtype, shape=shape if mode == "w+" else None)
@@ -118,9 +156,27 @@ def extract_features(
         dtype=str(target.get_output_embeddings().weight.dtype), fingerprint=_fingerprint(target))
     mf, pf = out/"meta.json", out/"progress.json"
     fresh = not mf.exists()
-    if not fresh and json.loads(mf.read_text()) != meta:
+    old = {} if fresh else json.loads(mf.read_text())
+    if not fresh and old != meta:
+        diff = [f"{k}: {old.get(k)!r} there, {meta.get(k)!r} now"
+                for k in sorted(set(old) | set(meta)) if old.get(k) != meta.get(k)]
         raise ValueError(
-            f"{out} holds a cache made with other settings or another target; use another folder.")
+            f"{out} holds a cache made with other settings or another target ({'; '.join(diff)});"
+            " use another folder.")
+    if fresh and pf.exists(): pf.unlink()  # another cache's, whose meta is gone
+    done = json.loads(pf.read_text())["rows_done"] if pf.exists() else 0
+    # before anything is written: does it fit, how large, how long
+    left = N - int(starts[done])
+    need = cache_bytes(left, width, k) + (8 * len(starts) if fresh else 0)
+    free = check_free_space(out, need, "The feature cache", " (--n-prompts, --cap)")
+    if progress and left:
+        r0 = rows[done:done + 64]
+        probe = np.concatenate([all_tokens[offs[r]:offs[r + 1]] for r in r0])[:1024]
+        rate = _probe_rate(target, probe, layers, k)
+        again = f" ({done} of {len(rows)} done before)" if done else ""
+        print(f"feature cache: {len(rows) - done} conversations{again}, {left:,} tokens ->"
+              f" {human_bytes(cache_bytes(N, width, k))} in {out} ({human_bytes(free)} free);"
+              f" about {human_seconds(left / rate)} ({rate:,.0f} tokens/s measured)")
     mode = "w+" if fresh else "r+"
     arrs = dict(feats=_open(out/"feats.npy", (N, width), np.uint16, mode),
                 top_ids=_open(out/"top_ids.npy", (N, k), np.int32, mode),
@@ -132,7 +188,6 @@ def extract_features(
             np.concatenate([all_tokens[offs[r] : offs[r + 1]] for r in rows]).astype(np.int32))
         np.save(out/"offsets.npy", starts.astype(np.int64))
         atomic_write(mf, lambda t: Path(t).write_text(json.dumps(meta, indent=1)))
-    done = json.loads(pf.read_text())["rows_done"] if pf.exists() else 0
     tokens = np.load(out/"tokens.npy", mmap_mode="r")
     header, end = assistant_markers(tok)  # where answers open and close in this chat template
     dev = target.get_output_embeddings().weight.device

@@ -129,7 +129,10 @@ def train_feature_drafter(
         fd, data, out, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, w_ce=w_ce,
         w_kd=w_kd, T=T, seed=seed, mixed_precision=mixed_precision, meta=meta,
         vocab=None if vocab is None and init is None else fd.vocab, ckpt_every=ckpt_every,
-        time_limit=time_limit, progress=progress, on_step=on_step, step_fn=step_fn)
+        time_limit=time_limit, progress=progress, on_step=on_step, step_fn=step_fn,
+        # the loss's own settings, and the start: a resumed run must have the same
+        settings=dict(design="eagle3", ttt_steps=ttt_steps, step_decay=step_decay, w_feat=w_feat,
+                      init=None if init is None else str(init)))
     if param_hashes(target) != before:
         raise RuntimeError("Training changed the target's parameters.")
     return fd.eval(), log
@@ -180,7 +183,7 @@ def train_slice_on_features(
         draft, data, out, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, w_ce=w_ce,
         w_kd=w_kd, T=T, seed=seed, mixed_precision=mixed_precision, meta=meta, vocab=vocab,
         ckpt_every=ckpt_every, time_limit=time_limit, progress=progress, on_step=on_step,
-        step_fn=step_fn)
+        step_fn=step_fn, settings=dict(design=design, n_layers=n_layers))
     if param_hashes(target) != before:
         raise RuntimeError("Training changed the target's parameters.")
     if vocab is not None: draft.draft_vocab = torch.as_tensor(vocab, dtype=torch.long).unique()
