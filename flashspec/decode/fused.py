@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import warnings
 from pathlib import Path
 from .loop import (
-    DecodeStats, check_prompt, check_room, count_round, eos_set, prefill_prompt, take_tokens)
+    DecodeStats, check_request, check_room, count_round, prefill_prompt, take_tokens)
 from ..drafters.lookup import PromptLookupDrafter
 from ..drafters.weights import draft_acceptance
 from ..engine import (
@@ -320,13 +320,14 @@ def generate_fused(target, # the target causal LM (a family with a native forwar
     """Speculative decoding with `FusedRound`: `(new token ids, DecodeStats)`, the target's own
     greedy output, or a sample of its own distribution."""
     t_start = time.perf_counter()
-    ids = check_prompt(target, input_ids, max_new_tokens)
+    ids, max_new_tokens, sampling, seed, eos = check_request(  # a clear error for a bad argument
+        target, input_ids, max_new_tokens, sampling, seed, eos_token_id, tree)
     paths = () if fd is None else (tree or TreeConfig()).index_paths()
     t = fused_tree(paths, chain)[0]
     need = bucket_slots(check_room(target, len(ids), max_new_tokens, t.n_nodes, None))
     r = kept_round(target, fd, tree, max(need, max_len or 0), chain, graph, compile, 1, sampling)
     seed_round(r, seed)
-    eos, stats = eos_set(target, eos_token_id), DecodeStats()
+    stats = DecodeStats()
     r.stop(0); r.start(ids.to(r.ar_m.device))
     stats.prefill_s = time.perf_counter() - t_start
     out, context = [], ids.tolist()
