@@ -19,9 +19,9 @@ from ..util import cache_dir, cpuinfo
 
 # %% auto #0
 __all__ = ['CSRC', 'SOURCES', 'KERNEL_FLAGS', 'KERNEL_PARTS', 'c_compiler', 'kernel_flags', 'kernel_source', 'cpu_identity',
-           'kernel_file', 'build_kernel', 'load_kernel', 'check_owner', 'rows_kernel', 'kernel_id', 'kernel_status',
-           'kernel_part_on', 'exact_int8_on', 'exact_int4_on', 'draft_int8_on', 'draft_int4_on', 'head_argmax_on',
-           'layer_kernel_on', 'stack_on']
+           'kernel_file', 'build_kernel', 'load_kernel', 'check_owner', 'check_whole', 'rows_kernel', 'kernel_id',
+           'kernel_status', 'kernel_part_on', 'exact_int8_on', 'exact_int4_on', 'draft_int8_on', 'draft_int4_on',
+           'head_argmax_on', 'layer_kernel_on', 'stack_on']
 
 # %% ../../nbs/06_kernel.ipynb #kn000008
 # the kernel's C sources, shipped with the package; kernel.c includes the other two
@@ -99,6 +99,7 @@ def load_kernel(path:Path): # a library `build_kernel` wrote
     library does not load or lacks a function, `PermissionError` (one) if it is not safe to load
     (`check_owner`)."""
     check_owner(path)
+    check_whole(path)  # a cut library can crash the loader (SIGBUS), not fail it
     lib = ctypes.CDLL(str(path))
     try: return _bind(lib)
     except AttributeError as e:
@@ -121,6 +122,33 @@ def check_owner(path:Path):
         if st.st_mode & 0o022:
             raise PermissionError(
                 f"{p} can be written by others (mode {st.st_mode & 0o777:o}): not loaded.")
+
+def check_whole(path:Path):
+    """Raise `OSError` where an ELF library is cut short: its section headers or a segment reach
+    past the file's end (a kill or a full disk while it was copied). The loader maps such a file
+    and the process dies of SIGBUS where it reads past the end, rather than failing; other formats
+    are not checked."""
+    import struct
+    with open(path, "rb") as f: head, size = f.read(64), os.fstat(f.fileno()).st_size
+    if head[:4] != b"\x7fELF" or len(head) < 52: return
+    bits, order = head[4], "<" if head[5] == 1 else ">"
+    if bits == 2 and len(head) >= 64:  # ELF64: e_phoff, e_shoff at 32; sizes and counts at 54
+        phoff, shoff = struct.unpack_from(order + "QQ", head, 32)
+        phsz, phn, shsz, shn = struct.unpack_from(order + "HHHH", head, 54)
+        seg = lambda ph: struct.unpack_from(order + "QQQQ", ph, 8)  # offset, vaddr, paddr, filesz
+    else:  # ELF32: e_phoff, e_shoff at 28; sizes and counts at 42
+        phoff, shoff = struct.unpack_from(order + "II", head, 28)
+        phsz, phn, shsz, shn = struct.unpack_from(order + "HHHH", head, 42)
+        seg = lambda ph: struct.unpack_from(order + "IIII", ph, 4)
+    ends = [shoff + shsz * shn, phoff + phsz * phn]
+    if phoff + phsz * phn <= size:
+        with open(path, "rb") as f:
+            f.seek(phoff); table = f.read(phsz * phn)
+        for i in range(phn):
+            off, _, _, filesz = seg(table[i * phsz:(i + 1) * phsz])
+            ends.append(off + filesz)
+    if max(ends) > size:
+        raise OSError(f"{path} is cut short ({size} bytes, its headers reach {max(ends)}).")
 
 def _bind(lib): # a loaded `ctypes.CDLL` of the kernel
     "`load_kernel`'s function table from the library (`AttributeError` for a missing function)."
