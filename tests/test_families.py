@@ -86,7 +86,8 @@ def test_batched_requests_decode_as_alone(family):
 
 @pytest.mark.parametrize("family", sorted(CONFIGS))
 def test_export_in_the_eagle3_layout(family, tmp_path):
-    fd = FeatureDraft(tiny(family))
+    # 4 layers: the default aux layers read the last output, which the layout refuses
+    fd = FeatureDraft(tiny(family), layers=(1, 2, 3))
     if family == "olmo":  # a parameter-free final norm: nothing to put in `norm.weight`
         with pytest.raises(ValueError, match="cannot be exported"): export_eagle3(fd, tmp_path)
         return

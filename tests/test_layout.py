@@ -27,7 +27,7 @@ FLOORS = [
     ("train.answers",), ("train.distill",), ("train.features",),
     ("train.ttt", "train.acceptance", "train.export"),
     ("bench",),
-    ("cli.options",), ("cli.bench", "cli.distill"), ("cli.main",),
+    ("cli.options",), ("cli.bench", "cli.distill", "cli.export"), ("cli.main",),
     ("__init__", "__main__"),
 ]
 FLOOR = {m: i for i, ms in enumerate(FLOORS) for m in ms}

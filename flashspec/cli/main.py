@@ -11,6 +11,7 @@ from ..api import fused_by_default
 from ..bench import bench, table
 from .bench import add_bench
 from .distill import add_distill
+from .export import add_export
 from .options import adaptive_config, load_models, make_drafter, merge_gate, model_args
 from ..data import read_prompts
 from ..decode.fused import FUSED_CHAIN, fused_auto_tree, generate_fused
@@ -116,7 +117,7 @@ def cmd_demo(args):
 
 # %% ../../nbs/15c_cli.ipynb #33594f7c
 def parser() -> argparse.ArgumentParser:
-    "The `flashspec` command line: `generate`, `demo`, `bench`, `distill-data`, `distill`."
+    "The `flashspec` command line: `generate`, `demo`, `bench`, `distill-data`, `distill`, `export`."
     ap = argparse.ArgumentParser(
         prog="flashspec", description="Lossless tree speculative decoding.")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -149,6 +150,7 @@ def parser() -> argparse.ArgumentParser:
     b = add_bench(sub); model_args(b)
     b.set_defaults(max_new_tokens=256)  # after model_args: parser defaults set later win
     add_distill(sub)  # distill-data and distill (see Distillation)
+    add_export(sub)  # export (see The export command)
     return ap
 
 def main(argv=None) -> int:

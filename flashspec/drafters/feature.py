@@ -49,6 +49,7 @@ class FeatureDraft(nn.Module):
         H, Hkv = tc.num_attention_heads, tc.num_key_value_heads or tc.num_attention_heads
         hd = getattr(tc, "head_dim", None) or d // H
         self.layers = tuple(layers or aux_layers(tc.num_hidden_layers))
+        self.target_layers = tc.num_hidden_layers  # what `export_eagle3` checks `layers` against
         self.H, self.Hkv, self.hd, self.d = H, Hkv, hd, d
         self.fc = nn.Linear(len(self.layers) * d, d, bias=False)
         self.input_layernorm, self.hidden_norm = LlamaRMSNorm(d, eps), LlamaRMSNorm(d, eps)

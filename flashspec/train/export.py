@@ -5,24 +5,84 @@
 # %% ../../nbs/13e_export.ipynb #13e_exh0
 from __future__ import annotations
 import json
+import re
 import torch
 from pathlib import Path
 from ..drafters.feature import FeatureDraft
 from ..util import atomic_write
 
 # %% auto #0
-__all__ = ['export_eagle3']
+__all__ = ['VLLM_AUX_KEY', 'SGLANG_AUX_KEY', 'eagle3_rope', 'eagle3_aux_ids', 'export_eagle3']
 
 # %% ../../nbs/13e_export.ipynb #734bffd0
+# vLLM reads the aux ids as hidden-state indices (id i: the input of target layer i, 0 the
+# embeddings), SGLang's one less (it captures the input of layer id + 1): see the tests' notes
+VLLM_AUX_KEY, SGLANG_AUX_KEY = "eagle_aux_hidden_state_layer_ids", "eagle_config"
+
+def _no_local_paths(x):
+    "`x` (a config's values) without the strings that point into this machine's disk."
+    if isinstance(x, dict):
+        return {k: _no_local_paths(v) for k, v in x.items() if not _is_local_path(v)}
+    if isinstance(x, list): return [_no_local_paths(v) for v in x if not _is_local_path(v)]
+    return x
+
+def _is_local_path(v) -> bool:
+    "Whether `v` is a string naming a place on this machine (absolute, `~`, or an existing path)."
+    if not isinstance(v, str) or not v: return False
+    if v.startswith(("/", "~", "\\")) or re.match(r"^[A-Za-z]:[\\/]", v): return True
+    return ("/" in v or "\\" in v) and Path(v).exists()
+
+def eagle3_rope(cfg:dict) -> dict:
+    """The rotary keys of a one-layer Llama config as transformers 4 reads them (and so vLLM and
+    SGLang): `rope_theta` at the top level, `rope_scaling` where the rotation is not the default
+    one; transformers 5's `rope_parameters` is kept beside them, with the same values."""
+    rp = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
+    theta = rp.get("rope_theta", cfg.get("rope_theta"))
+    if theta is None: raise ValueError("The target's config has no rope_theta to export.")
+    if (cfg.get("partial_rotary_factor") or 1.0) != 1.0:
+        raise ValueError(
+            "The target rotates part of each head (partial_rotary_factor="
+            f"{cfg['partial_rotary_factor']}); EAGLE-3's Llama layer rotates all of it.")
+    kind = rp.get("rope_type", rp.get("type", "default"))
+    scaling = {k: v for k, v in rp.items() if k != "rope_theta"} if kind != "default" else None
+    if scaling and "mrope_section" in scaling:
+        raise ValueError("The target's multimodal RoPE (mrope) has no EAGLE-3 Llama layout.")
+    return dict(
+        rope_theta=float(theta), rope_scaling=scaling,
+        rope_parameters={**rp, "rope_theta": float(theta), "rope_type": kind})
+
+def eagle3_aux_ids(layers:tuple, n_layers:int) -> dict:
+    """The config keys that name the drafter's `layers` (hidden-state indices) in each engine's
+    convention: vLLM's top-level ids are those indices, SGLang's (in `eagle_config`) one less.
+    A `ValueError` for what neither can feed: other than 3 layers, or the target's last output
+    (index `n_layers`: normed in Hugging Face's list, and no engine captures it)."""
+    layers = [int(l) for l in layers]
+    if len(layers) != 3:
+        raise ValueError(
+            f"The drafter reads {len(layers)} hidden states; EAGLE-3's fc takes exactly 3.")
+    bad = [l for l in layers if not 0 <= l < n_layers]
+    if bad:
+        raise ValueError(
+            f"The drafter reads hidden states {tuple(layers)} of a {n_layers}-layer target; vLLM"
+            f" and SGLang capture only the inputs of its layers (0..{n_layers - 1}), so {bad}"
+            " cannot be served (a drafter with aux_layers' tiny-target default reads the last"
+            " output: train it with layers inside the stack).")
+    return {
+        VLLM_AUX_KEY: layers,
+        SGLANG_AUX_KEY: {VLLM_AUX_KEY: [l - 1 for l in layers], "use_aux_hidden_state": True}}
+
 def export_eagle3(fd:FeatureDraft, folder:str|Path, dtype=torch.bfloat16) -> Path:
     """Write `fd` as an EAGLE-3 draft checkpoint (`config.json`, `model.safetensors`) that vLLM,
-    SGLang and llama.cpp load."""
+    SGLang and llama.cpp load; a `ValueError` for a drafter the layout cannot represent."""
     from safetensors.torch import save_file
     norm = fd.target_parts["norm"]
     if getattr(norm, "weight", None) is None:
         raise ValueError(
             f"The EAGLE-3 layout holds the target's final norm weight; its {type(norm).__name__}"
             " has none (OLMo's norms are parameter-free), so this drafter cannot be exported.")
+    cfg = fd.config.to_dict()
+    aux = eagle3_aux_ids(fd.layers, fd.target_layers)  # refused before anything is written
+    rope = eagle3_rope(cfg)
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
     c = lambda t: t.detach().to(dtype).cpu().contiguous()
     sd = {
@@ -38,11 +98,12 @@ def export_eagle3(fd:FeatureDraft, folder:str|Path, dtype=torch.bfloat16) -> Pat
     sd["d2t"] = (v - torch.arange(len(v))).to(torch.int64)  # target id = i + d2t[i]
     t2d = torch.zeros(fd.V, dtype=torch.bool); t2d[v] = True; sd["t2d"] = t2d
     atomic_write(folder/"model.safetensors", lambda t: save_file(sd, t, metadata={"format": "pt"}))
-    cfg = fd.config.to_dict()
+    for k in ("layer_types", "dtype", "_name_or_path", "rope_scaling", "rope_theta"):
+        cfg.pop(k, None)
     cfg.update(
         architectures=["LlamaForCausalLMEagle3"], num_hidden_layers=1, draft_vocab_size=len(v),
         target_hidden_size=fd.d, tie_word_embeddings=False,
-        torch_dtype=str(dtype).replace("torch.", ""))
-    for k in ("layer_types", "dtype"): cfg.pop(k, None)
+        torch_dtype=str(dtype).replace("torch.", ""), **rope, **aux)
+    cfg = _no_local_paths(cfg)
     atomic_write(folder/"config.json", lambda t: Path(t).write_text(json.dumps(cfg, indent=2)))
     return folder
