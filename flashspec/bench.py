@@ -330,7 +330,8 @@ def bench(
                     tokens=out,
                     seconds=statistics.median(secs),
                     spread=(
-                        (max(secs) - min(secs)) / statistics.median(secs) if repeats > 1 else None))
+                        (max(secs) - min(secs)) / statistics.median(secs) if repeats > 1 else None),
+                    finished_at=time.time())  # a clock: the monitor's time windows
                 if st is not None: rec.update(st.as_dict(), drafted_depth=list(st.drafted_depth))
                 new.append(rec)
                 history[m].append(tokenizer.decode(out, skip_special_tokens=True))
@@ -405,9 +406,12 @@ def summarize(
     for c in dict.fromkeys(r["category"] for r in records):
         hf_c = _agg(by("hf", c), None, {}, False)["tokens_per_s"] if "hf" in methods else None
         res["per_category"][c] = {m: _agg(by(m, c), hf_c, hf_out, greedy) for m in methods}
-    # acceptance per request type with the healthy ranges flagged (see *Many requests at once*)
-    res["monitor"] = {m: monitor(records, baseline="hf" if "hf" in methods else None, method=m)
-                      for m in methods if m.startswith("flashspec")}
+    # acceptance per request type, prompt length and time window with the healthy ranges flagged
+    # (see *Monitoring*), and the template check the run was loaded with
+    res["monitor"] = {
+        m: monitor(records, baseline="hf" if "hf" in methods else None, method=m,
+                   template=(meta or {}).get("template_warning"))
+        for m in methods if m.startswith("flashspec")}
     return res
 
 

@@ -81,3 +81,15 @@ def test_answers_in_another_template_are_refused(own, tmp_path):
     kd = save_answers(tmp_path/"other.npz", [[5, 6, 7, 8, 9]], [2], [0], [0])
     with pytest.raises(ValueError, match="holds no answer"):
         extract_features(target, tok, kd, tmp_path/"feats", progress=False)
+
+
+def test_the_drafter_records_its_template(own):
+    "The weights name the chat template the answers were rendered in: the same says nothing."
+    from flashspec.drafters.weights import check_template, template_hash
+    d, tok, _, _ = own
+    target, _ = load_target(d/"m")
+    draft = load_draft_file(target, d/"run"/"draft.safetensors")
+    assert draft.trained_template == template_hash(tok) != "none"
+    assert check_template(tok, draft) is None
+    plain = tiny_tokenizer(); plain.chat_template = None  # prompts rendered as plain text
+    assert "plain text" in check_template(plain, draft)

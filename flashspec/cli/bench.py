@@ -14,6 +14,7 @@ from .options import adaptive_config, load_models, merge_gate, store_drafter
 from ..data import read_prompts
 from ..decode.fused import fused_auto_tree
 from ..decode.monitor import monitor_html
+from ..drafters.weights import template_hash
 from ..drafters.adaptive import AdaptiveConfig
 from ..drafters.lookup import PromptLookupDrafter
 from ..util import atomic_write, hardware
@@ -89,6 +90,10 @@ def cmd_bench(args):
         tree=dict(name=args.tree_name, paths=args.tree.index_paths(), min_prob=args.min_prob),
         max_new_tokens=args.max_new_tokens, prompts=str(args.prompts or "Spec-Bench"),
         n_questions=len(prompts), first_turns=args.first_turns)
+    # the chat template the prompts are rendered in, the draft's, and the check (`check_template`)
+    meta.update(
+        chat_template=template_hash(tok), draft_template=getattr(draft, "trained_template", None),
+        template_warning=getattr(args, "template_warning", None))
     meta["quantize"] = getattr(args, "quantize", None)  # INT8 method applied to the target, or None
     meta.update(
         engine=args.engine, compile=args.compile, pad_nodes=getattr(args, "pad_nodes", None) or None

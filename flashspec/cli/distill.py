@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from ..data import DISTILL, KD_ANSWERS, data_dir
 from ..drafters.slice import DESIGNS, make_draft
-from ..drafters.weights import store_acceptance
+from ..drafters.weights import store_acceptance, template_hash
 from ..target import EMBEDDED_NAME, check_device, load_target
 from ..train.acceptance import rank_acceptance
 from ..train.answers import (
@@ -234,6 +234,8 @@ def cmd_distill_features(args):
         time_limit=_seconds(args.time_limit),
         meta=dict(
             command=" ".join(["flashspec"] + list(argv)),
+            # the template its answers were rendered in (`check_template` compares it)
+            chat_template=template_hash(tok),
             held_out=json.dumps(held.rows.tolist()) if held is not None else "",
             held_out_sha=held.tokens_sha() if held is not None else ""))
     if args.design == "eagle3":
@@ -296,7 +298,8 @@ def cmd_distill(args):
     meta = dict(
         design=args.design, n_base=args.layers, target_fingerprint=target_fingerprint(target),
         data=" ".join(map(str, data)), examples=len(ds),
-        command=" ".join(["flashspec"] + list(argv)))
+        command=" ".join(["flashspec"] + list(argv)),
+        chat_template=template_hash(tok))  # its answers' template (`check_template` compares it)
     vocab = (
         frequent_tokens(ds, args.draft_vocab, always=sorted(eos_ids(target)))
         if args.draft_vocab

@@ -12,7 +12,8 @@ from ..drafters.adaptive import AdaptiveConfig
 from ..drafters.base import Drafter
 from ..drafters.lookup import PromptLookupDrafter, StoreDrafter, answers_store
 from ..drafters.slice import check_compatible, slice_draft
-from ..drafters.weights import load_distilled_draft, load_draft_file, load_shipped_drafter
+from ..drafters.weights import (
+    check_template, load_distilled_draft, load_draft_file, load_shipped_drafter)
 from ..engine import ENGINES
 from ..quant import QUANT_METHODS, quantize_target
 from ..target import load_target
@@ -174,7 +175,8 @@ def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def load_models(args:argparse.Namespace):
     """Target, tokenizer and drafter from `model_args` options: `(target, tokenizer, draft)`;
-    `args.draft_name` says which draft."""
+    `args.draft_name` says which draft, `args.template_warning` whether it learned another chat
+    template than the tokenizer's (`check_template`, said once on stderr)."""
     n = getattr(args, "max_new_tokens", None)  # before anything loads (or a cost model is measured)
     if n is not None and n < 1: raise ValueError(f"--max-new-tokens must be >= 1, got {n}.")
     dev = getattr(args, "device", "cpu")  # `load_target` refuses a CUDA device where there is none
@@ -219,6 +221,9 @@ def load_models(args:argparse.Namespace):
                 " DIR/draft.safetensors).",
                 file=sys.stderr)
             draft, args.draft_name = slice_draft(target, k), f"first {k} target layers, untrained"
+    # the prompts are rendered with the tokenizer's template: the one the draft learned?
+    args.template_warning = check_template(tok, draft)
+    if args.template_warning: print(f"flashspec: warning: {args.template_warning}", file=sys.stderr)
     return _quantized(target, tok, draft, args)
 
 def _quantized(target, tok, draft, args):

@@ -4,6 +4,7 @@
 
 # %% ../../nbs/09f_weights.ipynb #09f_weh0
 from __future__ import annotations
+import hashlib
 import json
 import torch
 from pathlib import Path
@@ -13,9 +14,9 @@ from ..tree import calibrated_acceptance
 from ..util import atomic_write, read_weights, target_fingerprint
 
 # %% auto #0
-__all__ = ['VOCAB_KEY', 'WEIGHTS', 'DISTILLED', 'EAGLE_WEIGHTS', 'save_draft_weights', 'load_draft_weights',
-           'load_distilled_draft', 'load_feature_drafter', 'load_shipped_drafter', 'load_draft_file',
-           'store_acceptance', 'draft_acceptance']
+__all__ = ['VOCAB_KEY', 'WEIGHTS', 'DISTILLED', 'EAGLE_WEIGHTS', 'SHIPPED_TEMPLATE', 'save_draft_weights', 'load_draft_weights',
+           'load_distilled_draft', 'load_feature_drafter', 'load_shipped_drafter', 'load_draft_file', 'template_hash',
+           'recorded_template', 'check_template', 'store_acceptance', 'draft_acceptance']
 
 # %% ../../nbs/09f_weights.ipynb #a79148ffs1
 def save_draft_weights(draft, path:str|Path, meta:dict|None=None,
@@ -71,6 +72,7 @@ def load_draft_weights(target, path:str|Path):
     d.requires_grad_(False)
     # `ModelDrafter` proposes from this subset by default
     if vocab is not None: d.draft_vocab = vocab
+    d.trained_template = recorded_template(meta, path)  # what `check_template` compares
     return d.eval()
 
 def load_distilled_draft(target, # the embedded SmolLM2-135M-Instruct (any dtype)
@@ -97,6 +99,7 @@ def load_feature_drafter(target, path:str|Path) -> FeatureDraft:
     with torch.no_grad():
         for n, p in fd.named_parameters(): p.copy_(sd[n].to(p.dtype))
     fd.requires_grad_(False); fd.meta = meta
+    fd.trained_template = recorded_template(meta, path)  # what `check_template` compares
     return fd.eval()
 
 # the feature drafter shipped in `flashspec/weights/`
@@ -116,6 +119,43 @@ def load_draft_file(target, path:str|Path):
         load_feature_drafter(target, path)
         if design == "eagle3"
         else load_draft_weights(target, path))
+
+# %% ../../nbs/09f_weights.ipynb #09f_wtm2
+# `template_hash` of the embedded target's tokenizer: the template the shipped drafters were
+# trained in
+SHIPPED_TEMPLATE = "872be49dbb638044"
+
+def template_hash(tokenizer) -> str:
+    """The first 16 hex digits of the sha256 of `tokenizer`'s chat template; `none` for a tokenizer
+    without one (`encode_chat` renders plain text)."""
+    t = getattr(tokenizer, "chat_template", None)
+    if t is None: return "none"
+    if not isinstance(t, str): t = json.dumps(t, sort_keys=True)  # named templates
+    return hashlib.sha256(t.encode()).hexdigest()[:16]
+
+def recorded_template(meta:dict, # a weights file's metadata
+                      path:str|Path|None=None, # the file (a shipped one gets `SHIPPED_TEMPLATE`)
+                     ) -> str|None:
+    "The chat template a drafter's weights were trained with (`template_hash`), None if unknown."
+    t = meta.get("chat_template")
+    if t is None and path is not None and Path(path).resolve().parent == WEIGHTS.resolve():
+        t = SHIPPED_TEMPLATE  # the shipped files predate the record
+    return t
+
+def check_template(tokenizer, # the tokenizer that renders the prompts
+                   draft, # a drafter from the loaders here, or its weights file
+                  ) -> str|None:
+    """A warning when `tokenizer` renders prompts in another chat template than the one `draft` was
+    trained with; None if the same, or if the draft records none."""
+    if isinstance(draft, (str, Path)):
+        rec = recorded_template(read_weights(draft, tensors=False)[0], draft)
+    else: rec = getattr(draft, "trained_template", None)
+    now = template_hash(tokenizer)
+    if rec is None or rec == now: return None
+    say = lambda h: "no chat template (plain text)" if h == "none" else f"chat template {h}"
+    return (f"the drafter was trained on prompts in {say(rec)}, this tokenizer renders them in "
+            f"{say(now)}: expect a low acceptance (render prompts as the drafter learned them, or "
+            "distill a drafter in this template)")
 
 # %% ../../nbs/09f_weights.ipynb #75698f8f
 def store_acceptance(
