@@ -80,9 +80,9 @@ def stale_temporaries(path:str|Path) -> list[Path]:
     return out
 
 def atomic_write(path:str|Path, write) -> Path:
-    """Call `write(tmp)` on a temporary file beside `path`, flush it to the disk, then rename it onto
-    `path`: readers see the old file or the whole new one, after a crash too. The file's mode is a
-    plain `open`'s (the umask's); temporaries killed writers left beside `path` are removed."""
+    """Call `write(tmp)` on a temporary file beside `path`, flush it to the disk, then rename it
+    onto `path`: readers see the old file or the whole new one, after a crash too. The file's mode
+    is a plain `open`'s (the umask's); temporaries killed writers left beside `path` are removed."""
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     for p in stale_temporaries(path):
         with contextlib.suppress(OSError): p.unlink()

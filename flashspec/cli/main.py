@@ -117,7 +117,8 @@ def cmd_demo(args):
 
 # %% ../../nbs/15c_cli.ipynb #33594f7c
 def parser() -> argparse.ArgumentParser:
-    "The `flashspec` command line: `generate`, `demo`, `bench`, `distill-data`, `distill`, `export`."
+    """The `flashspec` command line: `generate`, `demo`, `bench`, `distill-data`, `distill`,
+    `export`."""
     ap = argparse.ArgumentParser(
         prog="flashspec", description="Lossless tree speculative decoding.")
     sub = ap.add_subparsers(dest="cmd", required=True)

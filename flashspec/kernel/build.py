@@ -112,8 +112,8 @@ def load_kernel(path:Path): # a library `build_kernel` wrote
 
 def check_owner(path:Path):
     """Raise `PermissionError` unless `path` and its folder belong to this user (or root) and no
-    one else may write them: loading a library runs its code, and a folder others can write (a shared
-    `$FLASHSPEC_CACHE`) could hold a planted one under the predictable name."""
+    one else may write them: loading a library runs its code, and a folder others can write (a
+    shared `$FLASHSPEC_CACHE`) could hold a planted one under the predictable name."""
     if not hasattr(os, "getuid"): return  # no POSIX owners (Windows): nothing to check
     for p in (Path(path), Path(path).parent):
         st = os.stat(p)
