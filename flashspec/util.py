@@ -20,9 +20,9 @@ from pathlib import Path
 from torch import nn
 
 # %% auto #0
-__all__ = ['quiet_imports', 'quiet_hf', 'cache_dir', 'stale_temporaries', 'atomic_write', 'read_weights', 'file_lock',
-           'read_book', 'update_book', 'cpuinfo', 'hardware', 'cpu_id', 'median_ms', 'other_load', 'interp',
-           'param_hashes', 'target_fingerprint']
+__all__ = ['quiet_imports', 'quiet_hf', 'cache_dir', 'temporary_prefix', 'stale_temporaries', 'atomic_write', 'read_weights',
+           'file_lock', 'read_book', 'update_book', 'cpuinfo', 'hardware', 'cpu_id', 'median_ms', 'other_load',
+           'interp', 'param_hashes', 'target_fingerprint']
 
 # %% ../nbs/00_util.ipynb #a1f0c2d4s2
 @contextlib.contextmanager
@@ -69,9 +69,14 @@ def _alive(pid:int) -> bool:
     except (PermissionError, OverflowError): return True
     return True
 
+def temporary_prefix(path:str|Path) -> str:
+    """The name's start of this process's temporaries of `path` (files of `atomic_write`, folders
+    elsewhere): `.NAME.HOST.PID.tmp-`, so that `stale_temporaries` knows whose they are."""
+    return f".{Path(path).name}.{_HOST}.{os.getpid()}.tmp-"
+
 def stale_temporaries(path:str|Path) -> list[Path]:
-    """The temporaries `atomic_write` left beside `path` in processes of this host that are gone
-    (killed while writing)."""
+    """The temporaries (`temporary_prefix`) left beside `path` by processes of this host that are
+    gone (killed while writing)."""
     path, out = Path(path), []
     head = f".{path.name}.{_HOST}."
     for p in path.parent.glob(glob.escape(head) + "*.tmp-*"):
@@ -86,7 +91,7 @@ def atomic_write(path:str|Path, write) -> Path:
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     for p in stale_temporaries(path):
         with contextlib.suppress(OSError): p.unlink()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_HOST}.{os.getpid()}.tmp-")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=temporary_prefix(path))
     os.close(fd)
     try:
         write(tmp)

@@ -24,6 +24,8 @@ from flashspec.target import tiny_llama
 from flashspec.tree import TreeConfig
 from flashspec.verify import Sampling, probs
 
+from test_lossless import closed_paths  # random index paths closed into a valid tree
+
 V = 96  # the tiny target's vocabulary
 TARGET = tiny_llama(n_layers=2, vocab_size=V, seed=5)
 DRAFT = slice_draft(TARGET, 1)
@@ -147,16 +149,6 @@ eos_st = st.one_of(
     st.lists(st.integers(0, V - 1), min_size=1, max_size=3).map(
         lambda l: (True, torch.tensor(l), set(l))),  # a 1D tensor of ids
     bad(2.5, "2", [1, None], True, [True], {1: 2}, [[1, 2]], float("nan")))
-
-
-def closed_paths(raw) -> tuple:
-    "Index paths closed under prefixes and lower sibling ranks: a valid tree."
-    out = set()
-    for p in raw:
-        for i in range(1, len(p) + 1):
-            q = tuple(p[:i])
-            for r in range(q[-1] + 1): out.add(q[:-1] + (r,))
-    return tuple(sorted(out, key=lambda p: (len(p), p)))
 
 
 tree_st = st.one_of(

@@ -4,12 +4,10 @@
 
 # %% ../../nbs/13_answers.ipynb #13_ansh0
 from __future__ import annotations
-import glob
 import hashlib
 import json
 import math
 import os
-import platform
 import shutil
 import tempfile
 import time
@@ -18,7 +16,7 @@ from pathlib import Path
 from ..data import DISTILL, data_dir, read_prompts
 from ..decode.loop import speculate
 from ..target import encode_chat
-from ..util import atomic_write, target_fingerprint
+from ..util import atomic_write, stale_temporaries, target_fingerprint, temporary_prefix
 
 # %% auto #0
 __all__ = ['eos_ids', 'answer_batch', 'answer_turns', 'answer_conversations', 'topk_pass', 'human_bytes', 'human_seconds',
@@ -148,38 +146,19 @@ def topk_pass(target, rows:list[dict], k:int=64, # how many logits to keep per p
     return rows
 
 # %% ../../nbs/13_answers.ipynb #e831a668
-# a temporary folder's name says which host and process wrote it: `.NAME.HOST.PID.tmp-XXXX`
-_HOST = hashlib.sha256(platform.node().encode()).hexdigest()[:6]
 # the record a shard (or `data`) keeps of the conversations it holds
 _RECORD = "flashspec.json"
 
 def _temporary_dir(path:Path) -> Path:
     "A new empty folder beside `path`, named as this process's temporary of it."
-    prefix = f".{path.name}.{_HOST}.{os.getpid()}.tmp-"
-    return Path(tempfile.mkdtemp(dir=path.parent, prefix=prefix))
-
-def _alive(pid:int) -> bool:
-    "Whether process `pid` of this host still runs."
-    try: os.kill(pid, 0)
-    except ProcessLookupError: return False
-    except (PermissionError, OverflowError): return True
-    return True
-
-def _stale(path:Path) -> list:
-    """The temporaries of `path` (`_temporary_dir`) that processes of this host left and are gone
-    (killed while writing)."""
-    head, out = f".{path.name}.{_HOST}.", []
-    for p in path.parent.glob(glob.escape(head) + "*.tmp-*"):
-        pid = p.name[len(head):].split(".")[0]
-        if pid.isdigit() and not _alive(int(pid)): out.append(p)
-    return out
+    return Path(tempfile.mkdtemp(dir=path.parent, prefix=temporary_prefix(path)))
 
 def _atomic_save_dataset(ds, path:Path, record:dict|None=None) -> None:
     """Save `ds` at `path`, whole or not at all: into a temporary folder (with `record` as its
     `_RECORD`), then renamed into place; the temporaries of killed runs are removed first."""
     import datasets
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    for p in _stale(path): shutil.rmtree(p, ignore_errors=True)
+    for p in stale_temporaries(path): shutil.rmtree(p, ignore_errors=True)
     tmp, old = _temporary_dir(path), None
     try:
         quiet = not datasets.are_progress_bars_disabled()
