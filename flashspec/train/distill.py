@@ -215,6 +215,15 @@ def _check_resume(ck:Path, st:dict, names:list, settings:dict):
 
 
 # %% ../../nbs/13a_distill.ipynb #6ea09d22
+def _all_mean(ts:list, n:int, broadcast:bool=False) -> list:
+    "`ts` made the same in all `n` processes, in place: their mean (or rank 0's, `broadcast`)."
+    if n == 1: return ts
+    import torch.distributed as dist
+    for t in ts:
+        if broadcast: dist.broadcast(t, 0)
+        else: dist.all_reduce(t); t /= n  # sum over processes / n
+    return ts
+
 def train_draft(draft, # the draft; only its `requires_grad` parameters train
                 data, # a `datasets` Dataset (or list of rows) from `make_distill_data`
                 # folder for `checkpoint.pt` and `draft.safetensors`; resumes from a checkpoint
@@ -284,8 +293,11 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
         start, log = st["step"], st["log"]
         # this run's clock: anew
         for g, lr0 in zip(opt.param_groups, sched.base_lrs): g["lr"] = lr0 * base(start)
-    model, opt = acc.prepare(draft, opt)
-    raw = acc.unwrap_model(model)
+    # the losses call the draft's own modules, not a wrapper's forward, so no DDP: the processes
+    # start from rank 0's weights and average their gradients after each backward (`_all_mean`)
+    opt = acc.prepare(opt)
+    raw = draft
+    _all_mean([p.data for p in params], acc.num_processes, broadcast=True)
     n = len(data)
     per_epoch = max(1, n // (batch_size * acc.num_processes))
     def save(step):
@@ -296,7 +308,7 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
                 log=log, settings=settings)
             atomic_write(ck, lambda tmp: torch.save(state, tmp))
         acc.wait_for_everyone()
-    model.train()
+    raw.train()
     # `done`: the steps the saved weights have, fewer if the time limit stops it (a finished run
     # resumed: its own)
     t0, done = time.time(), max(steps, start)
@@ -314,12 +326,18 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
                 batch = {kk: v.to(acc.device) for kk, v in collate([data[i] for i in mine]).items()}
                 loss, parts = step_loss(raw, batch, target, w_ce, w_kd, T, parts=True)
         acc.backward(loss)
+        for p in params:  # a parameter this process's share did not reach: a zero gradient
+            if p.grad is None: p.grad = torch.zeros_like(p)
+        _all_mean([p.grad for p in params], acc.num_processes)
         if time_limit is not None:  # the planned step the clock has reached
             clock[0] = (
                 steps if time_limit <= 0 else int(steps * min(1.0, (time.time() - t0) / time_limit))
             )
         opt.step(); sched.step(); opt.zero_grad(set_to_none=True)
-        rec = dict(step=step + 1, loss=float(loss.detach()), lr=sched.get_last_lr()[0], **parts)
+        # the log: the whole batch's figures (each process's, averaged)
+        vals = torch.tensor([float(loss.detach()), *parts.values()], device=acc.device)
+        vals = _all_mean([vals], acc.num_processes)[0].tolist()
+        rec = dict(step=step + 1, loss=vals[0], lr=sched.get_last_lr()[0], **dict(zip(parts, vals[1:])))
         log.append(rec)
         bar.update(1)
         bar.set_postfix(loss=f"{rec['loss']:.3f}", ce=f"{parts['ce']:.3f}", kl=f"{parts['kl']:.3f}")
@@ -334,7 +352,7 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
     # a finished run resumed: its checkpoint written again (the same state), which clears the
     # temporaries a run killed while writing it left
     if start >= steps: save(start)
-    model.eval()
+    raw.eval()
     if acc.is_main_process:
         save_draft_weights(
             raw,
