@@ -31,6 +31,7 @@ min_python = cfg['min_python']
 lic = licenses.get(cfg['license'].lower(), cfg['license'])
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
 quant_requirements = shlex.split(cfg.get('quant_requirements', ''))
+gguf_requirements = shlex.split(cfg.get('gguf_requirements', ''))
 
 package_data = dict()
 pkg_data = cfg.get('package_data', None)
@@ -56,7 +57,7 @@ setuptools.setup(
     packages=setuptools.find_packages(include=[lib_path, lib_path + '.*']),
     include_package_data=True,
     install_requires=requirements,
-    extras_require={'dev': dev_requirements, 'quant': quant_requirements},
+    extras_require={'dev': dev_requirements, 'quant': quant_requirements, 'gguf': gguf_requirements},
     dependency_links=cfg.get('dep_links', '').split(),
     python_requires='>=' + cfg['min_python'],
     long_description=readme.read_text(encoding='utf-8') if readme.exists() else cfg['description'],

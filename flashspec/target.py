@@ -7,12 +7,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import importlib
+import json
 import os
 import shutil
 import tempfile
 import torch
 from pathlib import Path
-from .util import cache_dir, quiet_imports
+from .util import atomic_write, cache_dir, quiet_imports
 # transformers imports torchao whenever it is installed (the `quant` extra), even when no INT8
 # method is used; the first import happens here, quietly, so that `import flashspec` and every
 # command print only their own output
@@ -21,9 +22,9 @@ with quiet_imports():
         AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM)
 
 # %% auto #0
-__all__ = ['EMBEDDED_GGUF', 'EMBEDDED_NAME', 'SUPPORTED_MODEL_TYPES', 'CHATML_TEMPLATE', 'embedded_gguf', 'embedded_model_dir',
-           'publish_dir', 'check_supported', 'check_device', 'load_target', 'tiny_llama', 'to_messages', 'encode_chat',
-           'tiny_tokenizer', 'decoder_of']
+__all__ = ['EMBEDDED_GGUF', 'EMBEDDED_NAME', 'SUPPORTED_MODEL_TYPES', 'CHATML_TEMPLATE', 'embedded_gguf', 'rope_keys',
+           'tf4_readable', 'embedded_model_dir', 'publish_dir', 'check_supported', 'check_device', 'load_target',
+           'tiny_llama', 'to_messages', 'encode_chat', 'tiny_tokenizer', 'decoder_of']
 
 # %% ../nbs/02_target.ipynb #3bc04692s1
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -42,11 +43,35 @@ def embedded_gguf() -> Path:
     return p
 
 # %% ../nbs/02_target.ipynb #9762f3e9
+def rope_keys(cfg:dict) -> dict:
+    """A config's rotary settings as transformers 4 reads them (and so vLLM, SGLang and llama.cpp's
+    converter): `rope_theta` at the top level (None where the config has none) and `rope_scaling`
+    where the rotation is not the default one (None else), from transformers 5's
+    `rope_parameters`."""
+    rp = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
+    theta = rp.get("rope_theta", cfg.get("rope_theta"))
+    kind = rp.get("rope_type", rp.get("type", "default"))
+    scaling = {k: v for k, v in rp.items() if k != "rope_theta"} if kind != "default" else None
+    return dict(rope_theta=None if theta is None else float(theta), rope_scaling=scaling)
+
+def tf4_readable(folder:Path) -> Path:
+    """`folder`'s `config.json` given `rope_keys` at its top level where it lacks them: transformers
+    5 writes the RoPE base only in `rope_parameters`, and a transformers-4 reader (vLLM, SGLang)
+    would take Llama's default 10000 in its place, without a word."""
+    f = Path(folder)/"config.json"
+    cfg = json.loads(f.read_text())
+    keys = rope_keys(cfg)
+    if "rope_theta" not in cfg and keys["rope_theta"] is not None:
+        cfg.update(keys)
+        atomic_write(f, lambda t: Path(t).write_text(json.dumps(cfg, indent=2)))
+    return Path(folder)
+
 def embedded_model_dir(force:bool=False, # convert again even if the cache exists
                       ) -> Path:
     "Directory of the embedded model as a regular safetensors checkpoint, converting the GGUF once."
     out = cache_dir()/EMBEDDED_NAME
-    if (out/"config.json").exists() and (out/"model.safetensors").exists() and not force: return out
+    if (out/"config.json").exists() and (out/"model.safetensors").exists() and not force:
+        return tf4_readable(out)  # a folder converted before this key was written: mended
     gguf = embedded_gguf()
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(
@@ -59,7 +84,7 @@ def embedded_model_dir(force:bool=False, # convert again even if the cache exist
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=".convert-"))
     try:
-        model.save_pretrained(tmp); tok.save_pretrained(tmp)
+        model.save_pretrained(tmp); tok.save_pretrained(tmp); tf4_readable(tmp)
         return publish_dir(tmp, out, replace=force)
     finally:
         if tmp.exists(): shutil.rmtree(tmp, ignore_errors=True)

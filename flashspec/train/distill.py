@@ -337,7 +337,8 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
         # the log: the whole batch's figures (each process's, averaged)
         vals = torch.tensor([float(loss.detach()), *parts.values()], device=acc.device)
         vals = _all_mean([vals], acc.num_processes)[0].tolist()
-        rec = dict(step=step + 1, loss=vals[0], lr=sched.get_last_lr()[0], **dict(zip(parts, vals[1:])))
+        rec = dict(
+            step=step + 1, loss=vals[0], lr=sched.get_last_lr()[0], **dict(zip(parts, vals[1:])))
         log.append(rec)
         bar.update(1)
         bar.set_postfix(loss=f"{rec['loss']:.3f}", ce=f"{parts['ce']:.3f}", kl=f"{parts['kl']:.3f}")
