@@ -41,7 +41,9 @@ def cmd_export(args:argparse.Namespace) -> int:
     if args.format == "gguf":
         out = Path(args.out) if str(args.out).endswith(".gguf") else Path(args.out)/"draft.gguf"
         target_dir = args.target or embedded_model_dir()  # the GGUF carries its tokenizer
-        written = export_gguf(fd, out, target_dir, dtype=dtype, llama_cpp=args.llama_cpp)
+        try: written = export_gguf(fd, out, target_dir, dtype=dtype, llama_cpp=args.llama_cpp)
+        except (ImportError, RuntimeError) as e:  # no sentencepiece, no converter, its failure
+            raise ValueError(str(e)) from e  # the command's one-line error, exit code 2
     else: written = export_eagle3(fd, args.out, dtype=dtype)/"{config.json,model.safetensors}"
     print(
         f"wrote {written} ({args.format}, {args.dtype}): {len(fd.vocab)}-token head, reading the"

@@ -335,7 +335,8 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
             )
         opt.step(); sched.step(); opt.zero_grad(set_to_none=True)
         # the log: the whole batch's figures (each process's, averaged)
-        vals = torch.tensor([float(loss.detach()), *parts.values()], device=acc.device)
+        vals = torch.tensor(  # float64: the figures as they were, one process or several
+            [float(loss.detach()), *parts.values()], dtype=torch.float64, device=acc.device)
         vals = _all_mean([vals], acc.num_processes)[0].tolist()
         rec = dict(
             step=step + 1, loss=vals[0], lr=sched.get_last_lr()[0], **dict(zip(parts, vals[1:])))
