@@ -38,12 +38,15 @@ def fast_drafter(target, draft, # the target, and a draft network (a `FeatureDra
                  adaptive:AdaptiveConfig|None=None, # grow `AdaptiveDrafter` trees instead
                  store:Drafter|None=None, # e.g. a `StoreDrafter`, merged in too
                  engine:str="auto", compile:bool=False, # the forward the costs are measured for
+                 context:int|None=None, # tokens before the rounds: the tree for it (`choose_tree`)
                 ) -> tuple[Drafter, dict, str]:
     """`(drafter, pad_nodes, a description of its tree)`: what the command line's default decodes
     with, and `generate` when given a draft network and no tree."""
     if isinstance(draft, Drafter):
         raise ValueError("fast_drafter takes a draft network, not a Drafter.")
-    if tree is None: tree, desc, costs = choose_tree(target, draft, engine=engine, compile=compile)
+    if tree is None:
+        tree, desc, costs = choose_tree(
+            target, draft, engine=engine, compile=compile, context=context)
     else: desc = f"tree of {len(tree.index_paths()) + 1} nodes"
     pads = pad_nodes if pad_nodes is not None else node_padding(costs["verify"]) if costs else {}
     inner = (draft.drafter(tree, min_prob=min_prob) if hasattr(draft, "drafter")
@@ -91,7 +94,11 @@ def generate(target, # the target causal LM
                 target, draft, input_ids, max_new_tokens, tree=t, chain=FUSED_CHAIN,
                 eos_token_id=eos_token_id, max_len=max_len, compile=compile, streamer=streamer,
                 sampling=sampling, seed=seed)
-        draft, pads, _ = fast_drafter(target, draft, engine=engine, compile=compile)
+        # the tree for the context at mid-answer: a node costs more after 2,000 tokens than
+        # after 300 (`costs_at`)
+        context = len(input_ids) + max_new_tokens // 2
+        draft, pads, _ = fast_drafter(
+            target, draft, engine=engine, compile=compile, context=context)
         if pad_nodes is None: pad_nodes = pads
     return speculate(target, draft, input_ids, max_new_tokens, sampling, tree, eos_token_id,
                      max_len, seed, streamer, engine, compile, pad_nodes)

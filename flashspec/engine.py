@@ -582,6 +582,7 @@ def forward_passes(model, sizes, # forward sizes N
                    repeats:int=3, engine:str="auto", compile:bool=False,
                    step=lambda: None, # called after each size of each pass (a progress bar)
                    argmax:bool=False, # greedy verification's forward (see `forward_ms`)
+                   prefix:int=300, # tokens cached before each forward's nodes
                   ) -> dict:
     """`{N: [ms per pass]}`: `forward_ms` of every size in turn, `rounds` times over, so that a
     drift of the machine's speed hits every size alike."""
@@ -589,7 +590,7 @@ def forward_passes(model, sizes, # forward sizes N
     for _ in range(rounds):
         for n in sizes:
             times[n].append(forward_ms(
-                model, n, repeats=repeats, engine=engine, compile=compile, argmax=argmax))
+                model, n, prefix, repeats=repeats, engine=engine, compile=compile, argmax=argmax))
             step()
     return times
 

@@ -17,9 +17,13 @@ from .tree import TreeConfig, best_tree
 from .util import cache_dir, interp, other_load, read_book, update_book
 
 # %% auto #0
-__all__ = ['tree_costs', 'auto_tree', 'chain_acceptance', 'choose_tree']
+__all__ = ['CONTEXTS', 'tree_costs', 'costs_at', 'auto_tree', 'chain_acceptance', 'choose_tree']
 
 # %% ../nbs/11_tune.ipynb #c783e5a7s1
+# contexts (tokens cached before a round's nodes) at which verification is measured: the first
+# is the one every cost table is measured at; a longer context reads the two around it (`costs_at`)
+CONTEXTS = (300, 1024, 2048, 4096)
+
 def _costs_ok(e) -> bool:
     "Whether `e` is a `tree_costs` entry: `verify` and `round`, each `{size: ms}`."
     def table(t):
@@ -40,33 +44,42 @@ def tree_costs(
     rounds:int=9, repeats:int=3, # `repeats` timings of every size in each of `rounds` passes
     pairs:int=3, # a round's cost: the median over this many pairs of runs
     progress:bool=True, # a progress bar (stderr) while measuring
+    prefix:int=300, # tokens cached before the forwards' nodes (see `costs_at`)
 ) -> dict:
     """Measured `{'verify': {N: ms}, 'round': {depth: ms}}` for `target` and `draft` here (cached,
-    see above)."""
+    see above); at a `prefix` other than `CONTEXTS[0]` only `verify` is measured, `round` is the
+    base measurement's."""
     from tqdm.auto import tqdm
     path = Path(path) if path else cache_dir()/"costs.json"
     key = costs_key(target, draft, engine, compile)
+    base = prefix == CONTEXTS[0]
+    if not base:  # the drafting rounds': measured once, with the base entry
+        rnd = tree_costs(
+            target, draft, sizes, depths, engine, compile, refresh, path, max_other_load, rounds,
+            repeats, pairs, progress)["round"]
+        key += f"|prefix={prefix}"
     got = read_book(path).get(key)
     if got is not None and not refresh:
-        if _costs_ok(got): return got
+        if _costs_ok(got): return got if base else dict(got, round=rnd)  # today's base rounds
         warnings.warn(f"{path}: the entry for this target and machine is unreadable ({key});"
                       " measured again.")
     check = other_load if max_other_load is not None else (lambda: None)
     busy = [check()]  # before, and after (below)
     bar = tqdm(
-        total=rounds * len(sizes) + len(depths),
+        total=rounds * len(sizes) + len(depths) * base,
         desc="measuring this machine's costs (cached after)", disable=not progress, leave=False,
         file=sys.stderr)
     # greedy verification's forwards (argmax on the device; sampled rounds read the logits)
     times = forward_passes(
-        target, sizes, rounds, repeats, engine, compile, step=bar.update, argmax=True)
+        target, sizes, rounds, repeats, engine, compile, step=bar.update, argmax=True,
+        prefix=prefix)
     verify = {n: statistics.median(t) for n, t in times.items()}  # each size's median pass
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, target.config.vocab_size, (64,), generator=g)
     # s of a run beyond prefill and forwards
     rest = lambda st: st.total_s - st.prefill_s - st.forward_s
-    rnd = {}
-    for d in depths:
+    if base: rnd = {}
+    for d in depths if base else ():
         dr = as_drafter(draft if d else None, TreeConfig(d, 1) if d else None, target)
         speculate(target, dr, ids, 4, engine=engine, compile=compile)          # warm-up
         ms = []
@@ -87,7 +100,23 @@ def tree_costs(
             f" they are used for this run but not cached in {path}. Measure with the machine idle.")
         return dict(verify=verify, round=rnd)
     # read again and merged under a lock: another process's entries written meanwhile are kept
-    return update_book(path, key, dict(verify=verify, round=rnd))[key]
+    return dict(update_book(path, key, dict(verify=verify, round=rnd))[key], round=rnd)
+
+def costs_at(target, draft, # as `tree_costs`
+             context:int, # tokens before the rounds: the prompt and the answer so far
+             **kw) -> dict:
+    """The costs of rounds after `context` tokens: verification linear between the two `CONTEXTS`
+    around it (the nearest one past either end), each measured once and cached (`tree_costs`);
+    drafting's from the base measurement (a 64-token prompt: its own growth with the context, one
+    layer's attention against the target's thirty, is left out)."""
+    lo = max([c for c in CONTEXTS if c <= context], default=CONTEXTS[0])
+    hi = min([c for c in CONTEXTS if c >= context], default=CONTEXTS[-1])
+    a = tree_costs(target, draft, prefix=lo, **kw)
+    if hi == lo: return a
+    b = {int(n): ms for n, ms in tree_costs(target, draft, prefix=hi, **kw)["verify"].items()}
+    w = (context - lo) / (hi - lo)  # the share of the way from lo to hi
+    verify = {int(n): (1 - w) * ms + w * b[int(n)] for n, ms in a["verify"].items()}
+    return dict(verify=verify, round=a["round"])
 
 def auto_tree(target, draft, P=None, # acceptance table (default: `draft_acceptance(draft)`)
               costs:dict|None=None, # measured costs (default: `tree_costs(target, draft, ...)`)
@@ -126,9 +155,12 @@ def chain_acceptance(target, draft, # the target, and the draft `generate` takes
 def choose_tree(target, draft, # the target (None: no measurement), and the draft network
                 depth:int|None=None, width:int|None=None, # a fixed tree (either given: 4 x 3 else)
                 engine:str="auto", compile:bool=False, # the forward the costs are measured for
+                # tokens before the rounds (prompt and answer): a longer one than `CONTEXTS[0]`
+                # reads the costs measured there (`costs_at`); None: the base costs
+                context:int|None=None,
                ) -> tuple[TreeConfig, str, dict|None]:
     """`(tree, its description, the costs measured)`: `depth` x `width` when given, else the cost
-    model's tree where the draft carries its acceptance table, else 4 x 3."""
+    model's tree where the draft carries its acceptance table (for `context` tokens), else 4 x 3."""
     fixed = depth is not None or width is not None
     # the cost model needs the target to measure and the draft's acceptance table
     if fixed or target is None or isinstance(draft, Drafter) or draft_acceptance(draft) is None:
@@ -136,10 +168,13 @@ def choose_tree(target, draft, # the target (None: no measurement), and the draf
         return t, f"tree depth {t.depth} x width {t.width}", None
     # eager forwards' costs even under compile: measured compiled, each of the table's sizes would
     # compile a graph of its own (past torch's recompile limit, ~10-40 s each on this CPU)
-    costs = tree_costs(target, draft, engine=engine, compile=False)
+    long = context is not None and context > CONTEXTS[0]
+    costs = (costs_at(target, draft, context, engine=engine, compile=False) if long
+             else tree_costs(target, draft, engine=engine, compile=False))
     t, _ = auto_tree(target, draft, costs=costs)  # the costs read (or measured) once
     paths = t.index_paths()
     desc = (
         f"cost-model tree ({len(paths) + 1} nodes, depth {max(map(len, paths), default=0)},"
-        " measured here" + (" with eager forwards)" if compile else ")"))
+        " measured here" + (f" for {context} tokens of context" if long else "")
+        + (" with eager forwards)" if compile else ")"))
     return t, desc, costs

@@ -26,8 +26,9 @@ from ..util import median_ms
 from ..verify import Sampling, probs, verify_sampling
 
 # %% auto #0
-__all__ = ['Request', 'Result', 'drafter_factory', 'acceptance_estimate', 'allocate_nodes', 'batch_forward_ms', 'padded_budget',
-           'BatchDecoder', 'as_request', 'checked_request', 'generate_batch', 'generate_fused_batch', 'Conversation']
+__all__ = ['ADMISSIONS', 'Request', 'Result', 'drafter_factory', 'acceptance_estimate', 'allocate_nodes', 'pick_request',
+           'batch_forward_ms', 'padded_budget', 'BatchDecoder', 'as_request', 'checked_request', 'generate_batch',
+           'generate_fused_batch', 'Conversation']
 
 # %% ../../nbs/10a_batch.ipynb #945bb41f
 @dataclass
@@ -119,6 +120,23 @@ def allocate_nodes(rates:list[float], # each request's per-step acceptance r
     take = [0] * len(rates)
     for _, i, _ in sorted(cand)[:budget]: take[i] += 1
     return [o[:k] for o, k in zip(orders, take)]
+
+# %% ../../nbs/10a_batch.ipynb #ga000002
+ADMISSIONS = ("order", "acceptance")
+
+def pick_request(expected:list, # each waiting request's expected per-step acceptance, in order
+                 live:list, # the live rows' current estimates (`acceptance_estimate`)
+                 waited:list, # admissions each waiting request has been passed over in
+                 max_wait:int=4) -> int:
+    """Which waiting request takes a free row under `admission="acceptance"`: the first one passed
+    over `max_wait` times, else the one whose expected acceptance is nearest the live rows' mean
+    (the first such), else (no row live) the first."""
+    if not expected: raise ValueError("pick_request: no request is waiting.")
+    old = [i for i, w in enumerate(waited) if w >= max_wait]
+    if old: return old[0]
+    if not live: return 0
+    m = sum(live) / len(live)
+    return min(range(len(expected)), key=lambda i: (abs(expected[i] - m), i))
 
 # %% ../../nbs/10a_batch.ipynb #582ef08c
 @torch.no_grad()
@@ -361,6 +379,13 @@ def generate_batch(target, # the target causal LM
                                        # padded trees, the cache rounded up to a multiple of 256
                                        # slots)
                    streamer=None, # called as `streamer(request index, new tokens)` after each round
+                   # which waiting request takes a free row: "order", or "acceptance" (rows of
+                   # like acceptance together, see `pick_request`)
+                   admission:str="order",
+                   # {category: per-step acceptance} expected before any of its requests finished
+                   # here (default 0.6)
+                   category_acceptance:dict|None=None,
+                   max_wait:int=4, # "acceptance": admissions a request may be passed over in
                   ) -> list[Result]:
     """Decode `requests` together on one static cache (continuous batching); one `Result` per
     request, in order. A bad request (`checked_request`) gets its own `Result` with the error's
@@ -373,6 +398,9 @@ def generate_batch(target, # the target causal LM
     if max_len is not None: max_len = check_int(max_len, "max_len", 1)
     if tree is not None and not isinstance(tree, TreeConfig):
         raise ValueError(f"tree must be a TreeConfig or None, got {reprlib.repr(tree)}.")
+    if admission not in ADMISSIONS:
+        raise ValueError(f"admission must be one of {ADMISSIONS}, got {admission!r}.")
+    max_wait = check_int(max_wait, "max_wait", 0)
     make = drafter_factory(draft, target)
     results, queue = [None] * len(requests), []
     for i, req in enumerate(requests):
@@ -420,14 +448,28 @@ def generate_batch(target, # the target causal LM
     # compiled: every round's trees padded to the largest
     n_pad = max(dr.max_nodes for *_, dr in queue)
     dec = BatchDecoder(target, B, max_len, engine, layers.pop(), compile=compile, n_pad=n_pad)
+    # "acceptance": each category's per-step acceptance so far here, [accepted, tried]
+    seen, waited = {}, [0] * len(requests)
+    def expected(req):
+        a, t = seen.get(req.category, (0, 0))
+        return a / t if t else (category_acceptance or {}).get(req.category, 0.6)
     while queue or dec.live():
         for b in dec.free():  # waiting requests take the free rows
             if not queue: break
-            i, req, ids, dr = queue.pop(0)
+            k = 0 if admission == "order" else pick_request(
+                [expected(q[1]) for q in queue],
+                [acceptance_estimate(dec.rows[l].stats, budget_window) for l in dec.live()],
+                [waited[q[0]] for q in queue], max_wait)
+            i, req, ids, dr = queue.pop(k)
+            for q in queue: waited[q[0]] += 1
             dec.admit(b, i, req, ids, dr)
         budget = node_budget if per_row is None else per_row * len(dec.live())
         for b in dec.step(budget, budget_window, streamer, budget_min_value):
-            i = dec.rows[b].index
+            i, st = dec.rows[b].index, dec.rows[b].stats
+            a, t = seen.get(dec.rows[b].request.category, (0, 0))
+            ok = sum(st.accepted)  # a round that stopped short failed one step
+            tried = ok + sum(1 for x, d in zip(st.accepted, st.drafted_depth) if x < d)
+            seen[dec.rows[b].request.category] = (a + ok, t + tried)
             results[i] = dec.finish(b, t_start)
     return results
 

@@ -154,8 +154,8 @@ def check_template(tokenizer, # the tokenizer that renders the prompts
     if rec is None or rec == now: return None
     say = lambda h: "no chat template (plain text)" if h == "none" else f"chat template {h}"
     return (f"the drafter was trained on prompts in {say(rec)}, this tokenizer renders them in "
-            f"{say(now)}: expect a low acceptance (render prompts as the drafter learned them, or "
-            "distill a drafter in this template)")
+            f"{say(now)}: its acceptance may differ (the seed saw it fall; render prompts as the"
+            " drafter learned them, or distill a drafter in this template)")
 
 # %% ../../nbs/09f_weights.ipynb #75698f8f
 def store_acceptance(
