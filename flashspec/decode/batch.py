@@ -26,9 +26,9 @@ from ..util import median_ms
 from ..verify import Sampling, probs, verify_sampling
 
 # %% auto #0
-__all__ = ['ADMISSIONS', 'Request', 'Result', 'drafter_factory', 'acceptance_estimate', 'allocate_nodes', 'pick_request',
-           'batch_forward_ms', 'padded_budget', 'BatchDecoder', 'as_request', 'checked_request', 'generate_batch',
-           'generate_fused_batch', 'Conversation']
+__all__ = ['ADMISSIONS', 'Request', 'Result', 'drafter_factory', 'steps_tried', 'acceptance_estimate', 'allocate_nodes',
+           'pick_request', 'batch_forward_ms', 'padded_budget', 'BatchDecoder', 'as_request', 'checked_request',
+           'generate_batch', 'generate_fused_batch', 'Conversation']
 
 # %% ../../nbs/10a_batch.ipynb #945bb41f
 @dataclass
@@ -86,14 +86,17 @@ def drafter_factory(draft, target):
     raise ValueError(f"Cannot make drafters from {type(draft).__name__}.")
 
 # %% ../../nbs/10a_batch.ipynb #62f24b90
+def steps_tried(accepted:list, depths:list) -> tuple[int, int]:
+    """`(draft steps accepted, steps tried)` over rounds: a round that stopped short of its depth
+    failed one step."""
+    ok = sum(accepted)
+    return ok, ok + sum(1 for a, d in zip(accepted, depths) if a < d)
+
 def acceptance_estimate(stats:DecodeStats, window:int=8, # the request's last rounds considered
                         prior:float=0.6, strength:float=2.0) -> float:
     """Per-step acceptance over the last `window` rounds: accepted steps / steps tried, with a weak
     prior."""
-    acc, dep = stats.accepted[-window:], stats.drafted_depth[-window:]
-    ok = sum(acc)
-    # a round that stopped short failed one step
-    tried = ok + sum(1 for a, d in zip(acc, dep) if a < d)
+    ok, tried = steps_tried(stats.accepted[-window:], stats.drafted_depth[-window:])
     return min(max((ok + prior * strength) / (tried + strength), 0.01), 0.99)
 
 def allocate_nodes(rates:list[float], # each request's per-step acceptance r
@@ -465,11 +468,9 @@ def generate_batch(target, # the target causal LM
             dec.admit(b, i, req, ids, dr)
         budget = node_budget if per_row is None else per_row * len(dec.live())
         for b in dec.step(budget, budget_window, streamer, budget_min_value):
-            i, st = dec.rows[b].index, dec.rows[b].stats
-            a, t = seen.get(dec.rows[b].request.category, (0, 0))
-            ok = sum(st.accepted)  # a round that stopped short failed one step
-            tried = ok + sum(1 for x, d in zip(st.accepted, st.drafted_depth) if x < d)
-            seen[dec.rows[b].request.category] = (a + ok, t + tried)
+            i, st, cat = dec.rows[b].index, dec.rows[b].stats, dec.rows[b].request.category
+            ok, tried = steps_tried(st.accepted, st.drafted_depth)
+            a, t = seen.get(cat, (0, 0)); seen[cat] = (a + ok, t + tried)
             results[i] = dec.finish(b, t_start)
     return results
 
