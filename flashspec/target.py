@@ -47,12 +47,15 @@ def rope_keys(cfg:dict) -> dict:
     """A config's rotary settings as transformers 4 reads them (and so vLLM, SGLang and llama.cpp's
     converter): `rope_theta` at the top level (None where the config has none) and `rope_scaling`
     where the rotation is not the default one (None else), from transformers 5's
-    `rope_parameters`."""
+    `rope_parameters`; and those as transformers 5 writes them (`rope_parameters`, with the base
+    and the kind)."""
     rp = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
     theta = rp.get("rope_theta", cfg.get("rope_theta"))
+    theta = None if theta is None else float(theta)
     kind = rp.get("rope_type", rp.get("type", "default"))
     scaling = {k: v for k, v in rp.items() if k != "rope_theta"} if kind != "default" else None
-    return dict(rope_theta=None if theta is None else float(theta), rope_scaling=scaling)
+    return dict(rope_theta=theta, rope_scaling=scaling,
+                rope_parameters={**rp, "rope_theta": theta, "rope_type": kind})
 
 def tf4_readable(folder:Path) -> Path:
     """`folder`'s `config.json` given `rope_keys` at its top level where it lacks them: transformers
@@ -62,7 +65,7 @@ def tf4_readable(folder:Path) -> Path:
     cfg = json.loads(f.read_text())
     keys = rope_keys(cfg)
     if "rope_theta" not in cfg and keys["rope_theta"] is not None:
-        cfg.update(keys)
+        cfg.update(rope_theta=keys["rope_theta"], rope_scaling=keys["rope_scaling"])
         atomic_write(f, lambda t: Path(t).write_text(json.dumps(cfg, indent=2)))
     return Path(folder)
 

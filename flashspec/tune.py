@@ -44,7 +44,7 @@ def tree_costs(
     rounds:int=9, repeats:int=3, # `repeats` timings of every size in each of `rounds` passes
     pairs:int=3, # a round's cost: the median over this many pairs of runs
     progress:bool=True, # a progress bar (stderr) while measuring
-    prefix:int=300, # tokens cached before the forwards' nodes (see `costs_at`)
+    prefix:int=CONTEXTS[0], # tokens cached before the forwards' nodes (see `costs_at`)
 ) -> dict:
     """Measured `{'verify': {N: ms}, 'round': {depth: ms}}` for `target` and `draft` here (cached,
     see above); at a `prefix` other than `CONTEXTS[0]` only `verify` is measured, `round` is the
@@ -169,8 +169,7 @@ def choose_tree(target, draft, # the target (None: no measurement), and the draf
     # eager forwards' costs even under compile: measured compiled, each of the table's sizes would
     # compile a graph of its own (past torch's recompile limit, ~10-40 s each on this CPU)
     long = context is not None and context > CONTEXTS[0]
-    costs = (costs_at(target, draft, context, engine=engine, compile=False) if long
-             else tree_costs(target, draft, engine=engine, compile=False))
+    costs = costs_at(target, draft, context or CONTEXTS[0], engine=engine, compile=False)
     t, _ = auto_tree(target, draft, costs=costs)  # the costs read (or measured) once
     paths = t.index_paths()
     desc = (

@@ -296,7 +296,6 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
     # the losses call the draft's own modules, not a wrapper's forward, so no DDP: the processes
     # start from rank 0's weights and average their gradients after each backward (`_all_mean`)
     opt = acc.prepare(opt)
-    raw = draft
     _all_mean([p.data for p in params], acc.num_processes, broadcast=True)
     n = len(data)
     per_epoch = max(1, n // (batch_size * acc.num_processes))
@@ -308,7 +307,7 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
                 log=log, settings=settings)
             atomic_write(ck, lambda tmp: torch.save(state, tmp))
         acc.wait_for_everyone()
-    raw.train()
+    draft.train()
     # `done`: the steps the saved weights have, fewer if the time limit stops it (a finished run
     # resumed: its own)
     t0, done = time.time(), max(steps, start)
@@ -321,14 +320,16 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
         # this process's share of the global batch
         mine = chunk[acc.process_index::acc.num_processes].tolist()
         with acc.autocast():
-            if step_fn is not None: loss, parts = step_fn(raw, [data[i] for i in mine], acc.device)
+            if step_fn is not None:
+                loss, parts = step_fn(draft, [data[i] for i in mine], acc.device)
             else:
                 batch = {kk: v.to(acc.device) for kk, v in collate([data[i] for i in mine]).items()}
-                loss, parts = step_loss(raw, batch, target, w_ce, w_kd, T, parts=True)
+                loss, parts = step_loss(draft, batch, target, w_ce, w_kd, T, parts=True)
         acc.backward(loss)
-        for p in params:  # a parameter this process's share did not reach: a zero gradient
-            if p.grad is None: p.grad = torch.zeros_like(p)
-        _all_mean([p.grad for p in params], acc.num_processes)
+        if acc.num_processes > 1:
+            for p in params:  # a parameter this process's share did not reach: a zero gradient
+                if p.grad is None: p.grad = torch.zeros_like(p)
+            _all_mean([p.grad for p in params], acc.num_processes)
         if time_limit is not None:  # the planned step the clock has reached
             clock[0] = (
                 steps if time_limit <= 0 else int(steps * min(1.0, (time.time() - t0) / time_limit))
@@ -354,13 +355,13 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
     # a finished run resumed: its checkpoint written again (the same state), which clears the
     # temporaries a run killed while writing it left
     if start >= steps: save(start)
-    raw.eval()
+    draft.eval()
     if acc.is_main_process:
         save_draft_weights(
-            raw,
+            draft,
             out / "draft.safetensors",
             dict(
-                meta or {}, n_layers=raw.config.num_hidden_layers, trainable=json.dumps(names),
+                meta or {}, n_layers=draft.config.num_hidden_layers, trainable=json.dumps(names),
                 steps=done, planned_steps=steps, batch_size=batch_size, lr=lr, w_ce=w_ce, w_kd=w_kd,
                 T=T, seed=seed),
             vocab=vocab)

@@ -43,8 +43,8 @@ def _is_local_path(v) -> bool:
 
 def eagle3_rope(cfg:dict) -> dict:
     """The rotary keys of a one-layer Llama config as transformers 4 reads them (and so vLLM and
-    SGLang): `rope_keys`, with transformers 5's `rope_parameters` kept beside them, the same values;
-    a `ValueError` for a rotation EAGLE-3's Llama layer cannot make."""
+    SGLang), with transformers 5's `rope_parameters` beside them, the same values (`rope_keys`); a
+    `ValueError` for a rotation EAGLE-3's Llama layer cannot make."""
     keys = rope_keys(cfg)
     if keys["rope_theta"] is None:
         raise ValueError("The target's config has no rope_theta to export.")
@@ -54,9 +54,7 @@ def eagle3_rope(cfg:dict) -> dict:
             f"{cfg['partial_rotary_factor']}); EAGLE-3's Llama layer rotates all of it.")
     if "mrope_section" in (keys["rope_scaling"] or {}):
         raise ValueError("The target's multimodal RoPE (mrope) has no EAGLE-3 Llama layout.")
-    rp = dict(cfg.get("rope_parameters") or keys["rope_scaling"] or {})
-    kind = rp.get("rope_type", rp.get("type", "default"))
-    return dict(**keys, rope_parameters={**rp, "rope_theta": keys["rope_theta"], "rope_type": kind})
+    return keys
 
 def eagle3_aux_ids(layers:tuple, n_layers:int) -> dict:
     """The config keys that name the drafter's `layers` (hidden-state indices) in each engine's
