@@ -398,6 +398,13 @@ def summarize(
         records=records)
     hf_all = _agg(by("hf"), None, {}, False)["tokens_per_s"] if "hf" in methods else None
     for m in methods: res["methods"][m] = _agg(by(m), hf_all, hf_out, greedy)
+    # greedy answers equal to the engine's own plain decoding (`ar`): the reference in bf16 and
+    # fp16, where Hugging Face's own output depends on its kernels' shapes (07a_half)
+    ar_out = {(r["question_id"], r["turn"]): r["tokens"] for r in by("ar")}
+    for m in methods:
+        same = [r["tokens"] == ar_out.get((r["question_id"], r["turn"])) for r in by(m)]
+        if greedy and ar_out and m != "ar" and same:
+            res["methods"][m]["identical_to_ar"] = sum(same) / len(same)
     # the strongest plain baseline (compiled on CUDA): speed-ups against it too
     if "hf-static" in methods:
         st = res["methods"]["hf-static"]["tokens_per_s"]
@@ -421,18 +428,21 @@ def table(res:dict) -> str:
     "The per-method results as a Markdown table."
     f = lambda x, p=2: "n/a" if x is None else f"{x:.{p}f}"
     st = any("speedup_vs_hf_static" in r for r in res["methods"].values())
+    ar = any("identical_to_ar" in r for r in res["methods"].values())
     rows = [
         "| method | tokens/s | ms/token | speed-up vs hf |"
         + (" vs hf-static |" if st else "")
-        + " tokens per target forward | acceptance | identical to hf |",
-        "| --- | --- | --- | --- |" + (" --- |" if st else "") + " --- | --- | --- |"]
+        + " tokens per target forward | acceptance | identical to hf |"
+        + (" identical to ar |" if ar else ""),
+        "| --- | --- | --- | --- |" + (" --- |" if st else "") + " --- | --- | --- |"
+        + (" --- |" if ar else "")]
     for m, r in res["methods"].items():
         rows.append(
             f"| {m} | {f(r['tokens_per_s'], 1)} | {f(r['ms_per_token'], 1)} |"
             f" {_times(r['speedup_vs_hf'])} | "
             + (f"{_times(r.get('speedup_vs_hf_static'))} | " if st else "")
             + f"{f(r['mean_accepted_tokens'])} | {f(r['acceptance_rate'], 3)} |"
-            f" {f(r['identical_to_hf'])} |")
+            f" {f(r['identical_to_hf'])} |" + (f" {f(r.get('identical_to_ar'))} |" if ar else ""))
     return "\n".join(rows)
 
 def category_table(res:dict, method:str="flashspec") -> str:

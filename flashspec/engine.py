@@ -16,7 +16,7 @@ from transformers.models.llama.modeling_llama import eager_attention_forward
 from .kernel.build import (
     draft_int4_on, draft_int8_on, exact_int4_on, exact_int8_on, head_argmax_on, kernel_id,
     layer_kernel_on, rows_kernel)
-from .kernel.formats import int8_copy
+from .kernel.formats import HALF_CODES, int8_copy
 from .kernel.layers import fresh_args, layer_args, layers_ok, llama_layers
 from .kernel.products import head_argmax, rows_linear, rows_ok, rows_q8
 from .kvcache import StaticKVCache, causal_bias
@@ -27,7 +27,7 @@ from .util import cpu_id, hardware, median_ms, target_fingerprint
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'put_rows', 'group_bias',
            'gqa_attention', 'NativeForward', 'TreeInputs', 'accept_tensors', 'greedy_accept', 'greedy_accept_batch',
-           'HFForward', 'allow_recompiles', 'make_forward', 'forward_ms', 'forward_passes', 'costs_key']
+           'HFForward', 'allow_recompiles', 'make_forward', 'forward_ms', 'forward_gap', 'forward_passes', 'costs_key']
 
 # %% ../nbs/07_engine.ipynb #7caaae8c
 NATIVE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
@@ -335,6 +335,9 @@ class NativeForward:
         if hq: logits = rows_q8(h, *hq, self.head.bias)
         else:
             hform = self.form(h.shape[0] * h.shape[1]) if head_form is None else head_form
+            # layers in C: the head's product too, whatever the rows (its logits must not depend
+            # on how many rows there are: the lossless promise)
+            if in_c: hform = "rows"
             logits = Products.lin(hform)(self.head, h)
         return (logits.argmax(-1) if argmax else logits), feats
 
@@ -549,6 +552,16 @@ def make_forward(
                 f.__call__, run=torch.compile(f.run, dynamic=False, mode=mode))
         else:
             f.compiled = torch.compile(f.__call__, dynamic=False, mode=mode)
+    dt = model.get_output_embeddings().weight.dtype
+    if dt in HALF_CODES and (compile or not native or not f.c_layers()):
+        how = ("compiled" if compile else "Hugging Face's" if not native
+               else "PyTorch's (its layers are not ones the C kernel runs)")
+        warnings.warn(
+            f"A {dt} target through {how} forward: in half precision a row's arithmetic there"
+            " depends on how many rows are verified with it, so speculative answers may part from"
+            " this target's own plain decoding at near-ties. flashspec's exact half-precision"
+            " forward is its C layers (Llama, Mistral, Qwen2, Qwen3 on the CPU; 07a_half).",
+            stacklevel=2)
     kept[key] = f
     return f
 
@@ -575,6 +588,33 @@ def forward_ms(model, n_nodes:int, # nodes in the forward (a chain of that many,
     toks = torch.randint(0, model.config.vocab_size, (1, tr.n_nodes), generator=g).to(dev)
     bias, pos, slots = ti(prefix)
     return median_ms(lambda: f(cache, toks, pos, slots, bias, argmax=argmax), dev, repeats)
+
+@torch.no_grad()
+def forward_gap(model, # a causal LM flashspec supports, on the CPU
+                n_prompt:int=12, n:int=8, seed:int=0,
+                fwd=None, # the forward (default: `make_forward(model)`, the engine's)
+               ) -> float:
+    """max |logits of n tokens in one forward - the same tokens one forward each| after a random
+    prompt, through the engine's forward: 0.0 where a row's logits do not depend on how many rows
+    are verified with it (the lossless promise, whatever the dtype)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, model.config.vocab_size, (n_prompt + n,), generator=g)
+    fwd = fwd or make_forward(model)
+    dt = model.get_output_embeddings().weight.dtype
+    outs = []
+    for step in (n, 1):  # all n at once, then one at a time
+        cache = StaticKVCache(model, n_prompt + n)
+        fwd(cache, ids[None, :n_prompt], torch.arange(n_prompt)[None], torch.arange(n_prompt),
+            None)                                                        # the prompt's prefill
+        cache.lengths += n_prompt
+        got = []
+        for at in range(n_prompt, n_prompt + n, step):
+            sl = torch.arange(at, at + step)                              # (step,) slots
+            bias = causal_bias(cache, cache.lengths, step, dt)            # (1, 1, step, S)
+            got.append(fwd(cache, ids[None, at:at + step], sl[None], sl, bias)[0].float())
+            cache.lengths += step
+        outs.append(torch.cat(got, 1))                                  # (1, n, V)
+    return (outs[0] - outs[1]).abs().max().item()
 
 # %% ../nbs/07_engine.ipynb #c783e5a7s3
 def forward_passes(model, sizes, # forward sizes N

@@ -24,7 +24,7 @@ with quiet_imports():
 # %% auto #0
 __all__ = ['EMBEDDED_GGUF', 'EMBEDDED_NAME', 'SUPPORTED_MODEL_TYPES', 'CHATML_TEMPLATE', 'embedded_gguf', 'rope_keys',
            'tf4_readable', 'embedded_model_dir', 'publish_dir', 'check_supported', 'check_device', 'load_target',
-           'tiny_llama', 'to_messages', 'encode_chat', 'tiny_tokenizer', 'decoder_of']
+           'tiny_llama', 'tiny_target', 'to_messages', 'encode_chat', 'tiny_tokenizer', 'decoder_of']
 
 # %% ../nbs/02_target.ipynb #3bc04692s1
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -191,13 +191,29 @@ def _tokenizer(path:Path):
 def tiny_llama(n_layers:int=4, vocab_size:int=128, hidden:int=64, heads:int=4, kv_heads:int=2,
                seed:int=0, dtype=torch.float32, tie:bool=True, gain:float=2.0, **kw):
     "A tiny random `LlamaForCausalLM` (eval mode, gradients off) for tests and examples."
+    return tiny_target("llama", n_layers, vocab_size, hidden, heads, kv_heads, seed, dtype, tie,
+                       gain, **kw)
+
+# each family's settings beyond the common ones: full attention, each head `hidden // heads` wide
+_TINY_EXTRA = dict(mistral=dict(sliding_window=None), qwen3=dict(head_dim=None))
+
+def tiny_target(model_type:str="llama", # one of `SUPPORTED_MODEL_TYPES`
+                n_layers:int=4, vocab_size:int=128, hidden:int=64, heads:int=4, kv_heads:int=2,
+                seed:int=0, dtype=torch.float32, tie:bool=True, gain:float=2.0, **kw):
+    """A tiny random causal LM of any supported family (eval mode, gradients off), its weights drawn
+    as `tiny_llama`'s, for tests and examples."""
     import math
-    cfg = LlamaConfig(
-        vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
+    from transformers import AutoConfig, AutoModelForCausalLM
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        raise ValueError(f"model_type must be one of {SUPPORTED_MODEL_TYPES}, not {model_type!r}.")
+    extra = {k: hidden // heads if k == "head_dim" else v
+             for k, v in _TINY_EXTRA.get(model_type, {}).items()}
+    cfg = AutoConfig.for_model(
+        model_type, vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
         num_hidden_layers=n_layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
         max_position_embeddings=4096, tie_word_embeddings=tie, eos_token_id=1, bos_token_id=0,
-        pad_token_id=0, **kw)
-    m = LlamaForCausalLM(cfg)
+        pad_token_id=0, **{**extra, **kw})
+    m = AutoModelForCausalLM.from_config(cfg)
     # Hugging Face's default init (std 0.02) gives nearly flat logits and degenerate, repetitive
     # greedy text. Weights ~ N(0, gain^2 / fan_in) and unit-variance embeddings give varied text
     # with peaked distributions, which is what the decoding tests need.

@@ -93,6 +93,7 @@ def build_kernel(cc:str, out:Path,
 # %% ../../nbs/06_kernel.ipynb #kn000009
 def load_kernel(path:Path): # a library `build_kernel` wrote
     """Its `rows_mm` as a ctypes function, with `rows_mm_q8` as `.q8`, `rows_mm_q4` as `.q4`,
+    `rows_mm_h` (bf16 and fp16 weights) as `.h`,
     `llama_layer` as `.layer`, `llama_stack` as `.stack`, `feature_layer` as `.feature`,
     `feature_step` as `.step`, `exp_rows` as `.exp` (`.exp.lanes`: 16 or 1) and `head_argmax` as
     `.argmax` (None where the build has none: it needs AVX-512 VNNI); raises `OSError` if the
@@ -152,11 +153,12 @@ def check_whole(path:Path):
 
 def _bind(lib): # a loaded `ctypes.CDLL` of the kernel
     "`load_kernel`'s function table from the library (`AttributeError` for a missing function)."
-    fn, fn.q8, fn.q4 = lib.rows_mm, lib.rows_mm_q8, lib.rows_mm_q4
+    fn, fn.q8, fn.q4, fn.h = lib.rows_mm, lib.rows_mm_q8, lib.rows_mm_q4, lib.rows_mm_h
     fn.layer, fn.feature = lib.llama_layer, lib.feature_layer
     fn.restype, fn.argtypes = None, [ctypes.c_void_p] * 3 + [ctypes.c_int] * 4
     for f in (fn.q8, fn.q4):
         f.restype, f.argtypes = None, [ctypes.c_void_p] * 5 + [ctypes.c_int] * 5
+    fn.h.restype, fn.h.argtypes = None, [ctypes.c_void_p] * 3 + [ctypes.c_int] * 5
     P, I = ctypes.c_void_p, ctypes.c_int
     fn.layer.restype = None
     fn.layer.argtypes = ([P] + [I] * 7 + [ctypes.c_float] * 2 + [P] * 4 + [I] * 2 + [P] * 4

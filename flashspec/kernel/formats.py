@@ -9,8 +9,9 @@ from .build import (
     draft_int4_on, draft_int8_on, exact_int4_on, exact_int8_on, head_argmax_on)
 
 # %% auto #0
-__all__ = ['INT8_GROUP', 'int8_groups', 'groups_fit', 'exact_q8', 'dequantize_q8', 'pack_q4', 'unpack_q4', 'fp32_cpu',
-           'int8_copy', 'int4_copy', 'draft_int8_copy', 'draft_int4_copy', 'draft_copy', 'nearest_q4', 'argmax_copy']
+__all__ = ['INT8_GROUP', 'HALF_CODES', 'int8_groups', 'groups_fit', 'exact_q8', 'dequantize_q8', 'pack_q4', 'unpack_q4',
+           'fp32_cpu', 'float_code', 'int8_copy', 'int4_copy', 'draft_int8_copy', 'draft_int4_copy', 'draft_copy',
+           'nearest_q4', 'argmax_copy']
 
 # %% ../../nbs/06a_formats.ipynb #q8w00002s2
 # inputs per scale and offset (*INT8 weights through the kernel* measures 32, 64 and a whole row)
@@ -86,6 +87,17 @@ def unpack_q4(p:torch.Tensor) -> torch.Tensor: # (N, K // 2) uint8 from `pack_q4
 def fp32_cpu(t) -> bool:  # a plain fp32 tensor on the CPU (not a quantized tensor subclass)
     return (type(t) in (torch.Tensor, torch.nn.Parameter) and t.dtype == torch.float32
             and t.device.type == "cpu" and t.is_contiguous())
+
+# the C kernel's 16-bit float formats (its `BF16` and `F16`: a product's or a layer's `bits`)
+HALF_CODES = {torch.bfloat16: 16, torch.float16: 17}
+
+def float_code(t) -> int|None:
+    """How the C kernel reads a plain contiguous CPU tensor: 0 for fp32, 16 for bf16, 17 for fp16
+    (`HALF_CODES`); None for anything else (another dtype or device, a tensor subclass)."""
+    if (type(t) not in (torch.Tensor, torch.nn.Parameter) or t.device.type != "cpu"
+            or not t.is_contiguous()):
+        return None
+    return 0 if t.dtype == torch.float32 else HALF_CODES.get(t.dtype)
 
 def _kept(l, name:str, make) -> tuple|None:
     """`make(weight)` for an fp32 `nn.Linear` on the CPU, made once and kept in the module's

@@ -11,7 +11,7 @@ import threading
 import torch
 from .build import rows_kernel, stack_on
 from .formats import (
-    draft_copy, draft_int4_copy, draft_int8_copy, fp32_cpu, int4_copy, int8_copy)
+    draft_copy, draft_int4_copy, draft_int8_copy, float_code, fp32_cpu, int4_copy, int8_copy)
 
 # %% auto #0
 __all__ = ['LAYER_NORMS', 'layer_args', 'feature_layer_args', 'modules_changed', 'layer_args_valid', 'weights_held',
@@ -19,12 +19,15 @@ __all__ = ['LAYER_NORMS', 'layer_args', 'feature_layer_args', 'modules_changed',
            'feature_step_args', 'feature_step']
 
 # %% ../../nbs/06c_layers.ipynb #kl000004s1
-LAYER_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm")  # weight * x / rms(x), eps inside
+# weight * x / rms(x), eps inside
+LAYER_NORMS = ("LlamaRMSNorm", "MistralRMSNorm", "Qwen2RMSNorm", "Qwen3RMSNorm")
 
 def _product(l) -> tuple|None:
-    """How the C layer runs a product module: `(weight, None, None)` for an fp32 `nn.Linear`, `(int8
-    weight, scales, offsets)` for an `Int8WeightLinear` (08_quant), else None (PyTorch runs it)."""
-    if type(l) is torch.nn.Linear: return (l.weight, None, None) if fp32_cpu(l.weight) else None
+    """How the C layer runs a product module: `(weight, None, None)` for an fp32, bf16 or fp16
+    `nn.Linear`, `(int8 weight, scales, offsets)` for an `Int8WeightLinear` (08_quant), else None
+    (PyTorch runs it)."""
+    if type(l) is torch.nn.Linear:
+        return (l.weight, None, None) if float_code(l.weight) is not None else None
     q = getattr(l, "qweight", None)
     if (type(l).__name__ != "Int8WeightLinear" or type(q) is not torch.Tensor
             or q.dtype != torch.int8 or q.device.type != "cpu" or not q.is_contiguous()
@@ -38,14 +41,25 @@ def _product(l) -> tuple|None:
 
 def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
           hidden_norm=None,
+          head_norms:tuple=(), # Qwen3's `(q_norm, k_norm)`: each head's query and key normed
           copies:tuple=(), # `(copy, bits)` tried in turn: the first that copies every product
          ) -> dict|None:
     """The C layer's fixed arguments for these modules (q, k, v, o; gate, up, down), or None where
     they are not ones it runs; with `hidden_norm`, a feature drafter's layer (q/k/v read 2d); fp32
     products as the copies of the first of `copies` that has one for every product (a decoder
     layer: exact 4-bit copies, `int4_copy`, else exact int8 ones, `int8_copy`; a drafter's layer:
-    `draft_int4_copy`, else `draft_int8_copy`)."""
+    `draft_int4_copy`, else `draft_int8_copy`). A bf16 or fp16 decoder layer (every weight, norm
+    and bias of that dtype: `fmt` 16 or 17, `float_code`) runs as the kernel's 16-bit layer, over
+    the module's own weights; `dtype` says which."""
     norms = [norm_in, norm_post] + ([hidden_norm] if hidden_norm is not None else [])
+    norms += list(head_norms)
+    fmt = float_code(getattr(norm_in, "weight", None))  # 0: fp32, 16: bf16, 17: fp16
+    if fmt:  # one 16-bit dtype throughout, the module's own weights (no copies)
+        if (hidden_norm is not None or any(type(l) is not torch.nn.Linear for l in att + mlp)
+                or any(float_code(t) != fmt
+                       for t in [l.weight for l in att + mlp] + [x.weight for x in norms])):
+            return None
+        copies = ()
     prods, bits, copied = [_product(l) for l in att + mlp], 8, False
     for copy, b in copies:
         copies = []
@@ -56,12 +70,14 @@ def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
             prods, bits, copied = copies, b, True
             break
     if (any(type(x).__name__ not in LAYER_NORMS or not hasattr(x, "variance_epsilon")
-            or not fp32_cpu(x.weight) for x in norms)
+            or float_code(x.weight) != fmt for x in norms)
             or any(p is None for p in prods)
+            # float weights all of the layer's dtype (its norms'), and
+            or any(p[1] is None and float_code(p[0]) != fmt for p in prods)
             # all fp32, or all int8 (or 4-bit) in groups of one size
             or len({0 if p[1] is None else l.in_features // p[1].shape[1]
                     for l, p in zip(att + mlp, prods)}) != 1
-            or any(l.bias is not None and not fp32_cpu(l.bias) for l in att)
+            or any(l.bias is not None and float_code(l.bias) != fmt for l in att)
             or any(l.bias is not None for l in mlp)
             or len({x.variance_epsilon for x in norms}) != 1):
         return None
@@ -74,20 +90,21 @@ def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
             or (u.out_features, dn.in_features, dn.out_features) != (I, I, d)):
         return None
     H, Hkv = q.out_features // hd, k.out_features // hd
-    if H % Hkv: return None
+    if H % Hkv or any(tuple(x.weight.shape) != (hd,) for x in head_norms): return None
     pw = [None, *prods[:4], None, *prods[4:]]  # indexed as the C layer's w
     ws = [norm_in.weight, *(p[0] for p in pw[1:5]), norm_post.weight, *(p[0] for p in pw[6:])]
     P = ctypes.c_void_p
     G = 0 if prods[0][1] is None else q.in_features // prods[0][1].shape[1]  # 0: fp32
     qs = [None if p is None else p[1] for p in pw]
     qo = [None if p is None else p[2] for p in pw]
+    ws += [x.weight for x in head_norms] or [None, None]  # (C's w[9], w[10])
     keep = ws + [l.bias for l in att] + ([hidden_norm.weight] if hidden_norm is not None else [])
     keep = tuple(t for t in keep + qs + qo if t is not None)
     return dict(
-        w=(P * 9)(*(t.data_ptr() for t in ws)),
+        w=(P * 11)(*(None if t is None else t.data_ptr() for t in ws)),
         qs=(P * 9)(*(None if t is None else t.data_ptr() for t in qs)) if G else None,
         qo=(P * 9)(*(None if t is None else t.data_ptr() for t in qo)) if G else None, G=G,
-        bits=bits,
+        bits=fmt or bits, fmt=fmt, dtype=norm_in.weight.dtype,
         b=(P * 4)(*(None if l.bias is None else l.bias.data_ptr() for l in att)),
         hn=None if hidden_norm is None else hidden_norm.weight.data_ptr(),
         keep=keep, ptrs=tuple(t.data_ptr() for t in keep), # what is addressed
@@ -103,12 +120,15 @@ def layer_args(layer) -> dict|None:
     a, m = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
     att = [getattr(a, k, None) for k in ("q_proj", "k_proj", "v_proj", "o_proj")]
     mlp = [getattr(m, k, None) for k in ("gate_proj", "up_proj", "down_proj")]
-    if (hasattr(a, "q_norm") or not hasattr(a, "scaling") or any(l is None for l in att + mlp)
+    heads = tuple(getattr(a, k, None) for k in ("q_norm", "k_norm"))  # Qwen3's, else none
+    if (not hasattr(a, "scaling") or any(l is None for l in att + mlp)
+            or heads.count(None) == 1
             or type(getattr(m, "act_fn", None)).__name__ not in ("SiLU", "SiLUActivation")):
         return None
     return _pack(getattr(layer, "input_layernorm", None), att,
                  getattr(layer, "post_attention_layernorm", None), mlp, getattr(a, "head_dim", 0),
-                 getattr(a, "scaling", 0.0), copies=((int4_copy, 4), (int8_copy, 8)))
+                 getattr(a, "scaling", 0.0), head_norms=() if heads[0] is None else heads,
+                 copies=((int4_copy, 4), (int8_copy, 8)))
 
 def feature_layer_args(net) -> dict|None:
     """What `feature_layer` needs of a feature drafter's network (a `FeatureDraft`: its one layer,
@@ -241,24 +261,29 @@ def layers_ok(args:list|None, # `layer_args` of each layer
         return False
     (B, T, d), a0 = x.shape, args[0]
     S = keys[0].shape[2] if keys[0].dim() == 4 else -1
-    return (B * T <= max_rows and x.dtype == torch.float32 and x.device.type == "cpu"
-            and d == a0["d"] and cos.shape[-1] == a0["hd"] and bias.dtype == torch.float32
-            and bias.dim() == 4 and bias.shape[0] in (1, B) and tuple(bias.shape[1:]) == (1, T, S)
-            and _buffers(keys, (B, a0["Hkv"], S, a0["hd"])) is not None
+    # a 16-bit layer runs any number of rows: its output must not depend on them (lossless
+    # speculation in that dtype), where an fp32 one leaves many rows to PyTorch's faster products
+    return ((B * T <= max_rows or a0["fmt"]) and x.dtype == a0["dtype"]
+            and x.device.type == "cpu" and d == a0["d"] and cos.shape[-1] == a0["hd"]
+            and bias.dtype == x.dtype and bias.dim() == 4 and bias.shape[0] in (1, B)
+            and tuple(bias.shape[1:]) == (1, T, S)
+            and _buffers(keys, (B, a0["Hkv"], S, a0["hd"]), x.dtype) is not None
             and not torch.is_grad_enabled() and not torch.compiler.is_compiling())
 
 _BUFS = threading.local()  # `.seen`: {(addresses, shape, check count): pointer array}
 
 def _buffers(bufs:list, # a cache's buffers, one per layer
              shape:tuple, # the (B, Hkv, S, hd) each must have
+             dtype=torch.float32, # and the dtype (fp32, or a 16-bit layer's own)
             ):
-    """The buffers' addresses as a ctypes array for C, where each is a contiguous fp32 CPU tensor
-    of `shape`, else None. In a `weights_held` scope the same buffers are checked once."""
+    """The buffers' addresses as a ctypes array for C, where each is a contiguous CPU tensor of
+    `shape` and `dtype`, else None. In a `weights_held` scope the same buffers are checked once."""
     ptrs, h = tuple(map(_PTR, bufs)), _held()
-    key = (ptrs, shape, h)
+    key = (ptrs, shape, dtype, h)
     seen = getattr(_BUFS, "seen", None)
     if h is not None and seen is not None and key in seen: return seen[key]
-    if any(tuple(t.shape) != shape or not fp32_cpu(t) for t in bufs): return None
+    if any(tuple(t.shape) != shape or float_code(t) is None or t.dtype != dtype for t in bufs):
+        return None
     arr = (ctypes.c_void_p * len(bufs))(*ptrs)
     if h is not None:
         if seen is None or len(seen) > 8: seen = _BUFS.seen = {}
@@ -278,13 +303,14 @@ def _inputs(a0, x, cos, sin, keys, values, slots, bias, din):
     sin (M, hd), slots (M,), bias (M, S), scratch, the keys' and values' addresses for C)`."""
     (B, T, d), S, hd = x.shape, keys[0].shape[2], a0["hd"]
     M = B * T
-    if d != a0["d"] or x.dtype != torch.float32 or x.device.type != "cpu":
+    dt = a0["dtype"]
+    if d != a0["d"] or x.dtype != dt or x.device.type != "cpu":
         raise ValueError(
-            f"The C layers need fp32 rows of {a0['d']} on the CPU, not {x.dtype} of {d}.")
+            f"The C layers need {dt} rows of {a0['d']} on the CPU, not {x.dtype} of {d}.")
     shape = (B, a0["Hkv"], S, hd)
-    kb, vb = _buffers(keys, shape), _buffers(values, shape)
+    kb, vb = _buffers(keys, shape, dt), _buffers(values, shape, dt)
     if kb is None or vb is None:
-        raise ValueError(f"The C layers need contiguous fp32 cache buffers of shape {shape}.")
+        raise ValueError(f"The C layers need contiguous {dt} cache buffers of shape {shape}.")
     cs, sn = (t.expand(B, T, hd).reshape(M, hd).float().contiguous() for t in (cos, sin))
     sl = _slots_in(slots.expand(B, T).reshape(M), S)
     bb = bias.expand(B, 1, T, S).reshape(M, S).float().contiguous()
@@ -311,12 +337,13 @@ def llama_layers(args:list, # `layer_args` of each layer, in order
                 ) -> tuple[torch.Tensor, dict]:
     """The decoder layers in C (see `layers_ok`), all in one call (`llama_stack`; a call a layer,
     `llama_layer`, where `_stack` has no arrays for them or `stack_on` says not): `(the last layer's
-    output (B, T, d), {i: layer i's input} for i in keep)`."""
-    (B, T, d), a0 = x.shape, args[0]
+    output (B, T, d), {i: layer i's input} for i in keep)`, in x's dtype (16-bit layers: C works on
+    fp32 rows holding their values, converted exactly both ways)."""
+    (B, T, d), a0, dt = x.shape, args[0], x.dtype
     if len(keys) != len(args) or len(values) != len(args):
         raise ValueError(f"{len(args)} layers, {len(keys)} key and {len(values)} value buffers.")
     ins = _inputs(a0, x, cos, sin, keys, values, slots, bias, d)
-    x = x.reshape(B * T, d).contiguous().clone()                          # (M, d), updated in place
+    x = x.reshape(B * T, d).to(torch.float32, copy=True)                  # (M, d), updated in place
     st = _stack(args) if stack_on() else None
     if st is not None:  # one call for all the layers
         L, P = len(args), ctypes.c_void_p
@@ -328,12 +355,12 @@ def llama_layers(args:list, # `layer_args` of each layer, in order
             keys[0].shape[2], sl.data_ptr(), bb.data_ptr(),
             (P * L)(*(got[i].data_ptr() if i in got else None for i in range(L))),
             work.data_ptr(), torch.get_num_threads())
-        return x.view(B, T, d), got
-    got, fn = {}, rows_kernel().layer
-    for i, a in enumerate(args):
-        if i in keep: got[i] = x.view(B, T, d).clone()
-        _call(fn, a, x, B * T, T, ins, keys[i], values[i])
-    return x.view(B, T, d), got
+    else:
+        got, fn = {}, rows_kernel().layer
+        for i, a in enumerate(args):
+            if i in keep: got[i] = x.view(B, T, d).clone()
+            _call(fn, a, x, B * T, T, ins, keys[i], values[i])
+    return x.view(B, T, d).to(dt), {i: g.to(dt) for i, g in got.items()}
 
 def _stack(args:list) -> dict|None:
     """`llama_stack`'s per-layer arrays for these `layer_args` (kept in the first one's dict, for

@@ -8,15 +8,15 @@ import threading
 import torch
 import torch.nn.functional as F
 from .build import rows_kernel
-from .formats import argmax_copy, dequantize_q8, unpack_q4
+from .formats import argmax_copy, dequantize_q8, float_code, unpack_q4
 
 # %% auto #0
 __all__ = ['rows_ok', 'rows_linear', 'check_q8', 'rows_q8', 'head_argmax']
 
 # %% ../../nbs/06b_products.ipynb #kn000013
 def rows_ok(x:torch.Tensor, w:torch.Tensor) -> bool:
-    "Whether `rows_linear(x, w)` runs the kernel (else it is `F.linear`)."
-    return (x.dtype == w.dtype == torch.float32 and x.device.type == w.device.type == "cpu"
+    "Whether `rows_linear(x, w)` runs the kernel (else it is `F.linear`): fp32, bf16 or fp16."
+    return (x.dtype == w.dtype and float_code(w) is not None and x.device.type == "cpu"
             and w.dim() == 2 and w.is_contiguous() and x.shape[-1] == w.shape[1]
             and not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad))
             and rows_kernel() is not None)
@@ -26,15 +26,20 @@ def rows_linear(x:torch.Tensor, # (..., K)
                 b:torch.Tensor|None=None, # (N,) its bias
                ) -> torch.Tensor:
     """`F.linear(x, w, b)` through `rows_mm` where `rows_ok` (each output summed in one order
-    whatever the rows), else `F.linear` itself."""
+    whatever the rows), else `F.linear` itself. bf16 and fp16 weights through `rows_mm_h`: the sums
+    in fp32 (the same bits as over fp32 copies of x and w), then the bias added and the result
+    rounded to the dtype once, as a product in that dtype returns it."""
     if not rows_ok(x, w): return F.linear(x, w, b)
-    xs = x.reshape(-1, x.shape[-1]).contiguous()                          # (M, K)
+    half = float_code(w)                                                  # 0: fp32
+    xs = x.reshape(-1, x.shape[-1]).to(torch.float32).contiguous()        # (M, K)
     (M, K), N = xs.shape, w.shape[0]
-    y = torch.empty(M, N, dtype=x.dtype)                                  # (M, N)
-    if M: rows_kernel()(xs.data_ptr(), w.data_ptr(), y.data_ptr(), M, N, K,
-                        torch.get_num_threads())
-    if b is not None: y += b
-    return y.reshape(*x.shape[:-1], N)
+    y = torch.empty(M, N)                                                 # (M, N) fp32
+    if M and half: rows_kernel().h(xs.data_ptr(), w.data_ptr(), y.data_ptr(), M, N, K, half,
+                                   torch.get_num_threads())
+    elif M: rows_kernel()(xs.data_ptr(), w.data_ptr(), y.data_ptr(), M, N, K,
+                          torch.get_num_threads())
+    if b is not None: y += b.float()
+    return y.to(x.dtype).reshape(*x.shape[:-1], N)
 
 # %% ../../nbs/06b_products.ipynb #kn000021s1
 def check_q8(x:torch.Tensor, q:torch.Tensor, s:torch.Tensor, o:torch.Tensor,

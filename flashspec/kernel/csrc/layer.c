@@ -1,14 +1,18 @@
 // A whole decoder layer of a Llama-family model for the few rows (M <= 32) of a decoding step or a
-// small tree, fp32 (its products' weights fp32 or int8), in place on the residual stream x (M, d):
-// RMSNorm, q/k/v products (+ biases), rotary embedding, keys and values written at each row's slot,
-// attention over the slots its bias row leaves open (in slot order), o product, residual, RMSNorm,
-// gated SiLU MLP, residual. Each row is computed on its own in one fixed order: batch-invariant
-// like rows_mm, whose products it uses.
+// small tree, fp32 (its products' weights fp32 or int8) or 16-bit (bf16, fp16: see layer_impl), in
+// place on the residual stream x (M, d): RMSNorm, q/k/v products (+ biases; Qwen3: per-head
+// norms), rotary embedding, keys and values written at each row's slot, attention over the slots
+// its bias row leaves open (in slot order), o product, residual, RMSNorm, gated SiLU MLP,
+// residual. Each row is computed on its own in one fixed order: batch-invariant like rows_mm, whose
+// products it uses.
 #include <math.h>
 #include <stdint.h>
-static void norm_rows(const float* x, const float* w, float* y, int M, int d, int ystride,
-                      float eps) {
-    // y = w * (x / sqrt(mean(x^2) + eps)), each row summed in one fixed order; rows ystride apart
+static void norm_rows(const float* x, const void* wv, float* y, int M, int d, int ystride,
+                      float eps, int fmt) {
+    // y = w * (x / sqrt(mean(x^2) + eps)), each row summed in one fixed order; rows ystride apart.
+    // A 16-bit layer (fmt): w in that format, x / rms rounded to it, then w times that, rounded
+    // (PyTorch's RMSNorm: `weight * x.to(input_dtype)`)
+    const float* w = (const float*)wv; const uint16_t* wh = (const uint16_t*)wv;
     for (int m = 0; m < M; m++) {
         const float* xr = x + (size_t)m * d; float* yr = y + (size_t)m * ystride;
         v16 acc = (v16){0}; int k = 0;
@@ -16,14 +20,22 @@ static void norm_rows(const float* x, const float* w, float* y, int M, int d, in
         float ss = lanes_sum(acc);
         for (; k < d; k++) ss += xr[k] * xr[k];
         const float r = 1.0f / sqrtf(ss / (float)d + eps);
-        for (int j = 0; j < d; j++) yr[j] = w[j] * (xr[j] * r);
+        if (fmt) for (int j = 0; j < d; j++)
+            yr[j] = round_to(half_f(wh[j], fmt) * round_to(xr[j] * r, fmt), fmt);
+        else for (int j = 0; j < d; j++) yr[j] = w[j] * (xr[j] * r);
     }
 }
-static void add_bias(float* y, const float* b, int M, int N) {
-    if (b) for (int m = 0; m < M; m++) for (int n = 0; n < N; n++) y[(size_t)m * N + n] += b[n];
+// y += b, then y rounded to a 16-bit layer's format (fmt; b in that format)
+static void add_bias(float* y, const void* b, int M, int N, int fmt) {
+    if (b && fmt) for (int m = 0; m < M; m++) for (int n = 0; n < N; n++)
+        y[(size_t)m * N + n] += half_f(((const uint16_t*)b)[n], fmt);
+    else if (b) for (int m = 0; m < M; m++) for (int n = 0; n < N; n++)
+        y[(size_t)m * N + n] += ((const float*)b)[n];
+    round_rows(y, (size_t)M * N, fmt);
 }
-static void rope(float* q, const float* cs, const float* sn, int M, int heads, int hd) {
-    // HF's q * cos + rotate_half(q) * sin, rotate_half(q) = (-q2, q1)
+static void rope(float* q, const float* cs, const float* sn, int M, int heads, int hd, int fmt) {
+    // HF's q * cos + rotate_half(q) * sin, rotate_half(q) = (-q2, q1); a 16-bit layer (fmt) rounds
+    // each product and the sum, as PyTorch does in that dtype
     const int h2 = hd / 2;
     for (int m = 0; m < M; m++) {
         const float* c = cs + (size_t)m * hd, * s = sn + (size_t)m * hd;
@@ -31,6 +43,12 @@ static void rope(float* q, const float* cs, const float* sn, int M, int heads, i
             float* v = q + ((size_t)m * heads + h) * hd;
             for (int i = 0; i < h2; i++) {
                 const float a = v[i], b = v[i + h2];
+                if (fmt) {
+                    v[i] = round_to(round_to(a * c[i], fmt) - round_to(b * s[i], fmt), fmt);
+                    v[i + h2] = round_to(
+                        round_to(b * c[i + h2], fmt) + round_to(a * s[i + h2], fmt), fmt);
+                    continue;
+                }
                 v[i] = a * c[i] - b * s[i];
                 v[i + h2] = b * c[i + h2] + a * s[i + h2];
             }
@@ -117,6 +135,14 @@ static void silu_mul(float* g, const float* u, size_t n) {
     }
 #endif
     for (; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+// a 16-bit layer's g = silu(g) u: g and u rounded to its format (the products' outputs), silu(g)
+// rounded, then their product (PyTorch's `act_fn(gate) * up` in that dtype)
+static void silu_mul_h(float* g, const float* u, size_t n, int fmt) {
+    for (size_t i = 0; i < n; i++) {
+        const float a = round_to(g[i], fmt);
+        g[i] = round_to(round_to(a / (1.0f + expf(-a)), fmt) * round_to(u[i], fmt), fmt);
+    }
 }
 static inline float dot_hd(const float* a, const float* b, int hd) {
     v16 acc = (v16){0}; int k = 0;
@@ -378,10 +404,60 @@ static void attend(const float* q, const float* kc, const float* vc, const float
         }
     }
 }
+// attend's loop over a cache in a 16-bit format (fmt): each key and value widened exactly as it
+// is read (the same sums as that loop over fp32 copies of the cache)
+static inline float dot_h(const float* a, const uint16_t* b, int hd, int fmt) {
+    v16 acc = (v16){0}; int k = 0;
+    for (; k + 16 <= hd; k += 16) {
+        v16 x; __builtin_memcpy(&x, a + k, 64); acc += x * widen_h(b + k, fmt);
+    }
+    float s = lanes_sum(acc);
+    for (; k < hd; k++) s += a[k] * half_f(b[k], fmt);
+    return s;
+}
+static void attend_h(const float* q, const uint16_t* kc, const uint16_t* vc, const float* bias,
+                     float* o, float* sc, int M, int T, int H, int Hkv, int hd, int S, float scale,
+                     int fmt, int threads) {
+    #pragma omp parallel num_threads(threads)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        float* s = sc + (size_t)t * S;
+        for (int task = t; task < M * H; task += nt) {
+            const int m = task / H, h = task % H, b = m / T, g = h / (H / Hkv);
+            const float* qr = q + ((size_t)m * H + h) * hd, * br = bias + (size_t)m * S;
+            const uint16_t* K = kc + ((size_t)b * Hkv + g) * S * hd;
+            const uint16_t* V = vc + ((size_t)b * Hkv + g) * S * hd;
+            float mx = -INFINITY;
+            for (int j = 0; j < S; j++) {
+                if (br[j] < -1e37f) continue;
+                s[j] = dot_h(qr, K + (size_t)j * hd, hd, fmt) * scale + br[j];
+                if (s[j] > mx) mx = s[j];
+            }
+            float* out = o + ((size_t)m * H + h) * hd;
+            for (int i = 0; i < hd; i++) out[i] = 0.0f;
+            if (mx == -INFINITY) continue;  // nothing to attend (a padding row): zeros
+            float l = 0.0f;
+            for (int j = 0; j < S; j++) {
+                if (br[j] < -1e37f) continue;
+                const float p = expf(s[j] - mx); l += p;
+                const uint16_t* vr = V + (size_t)j * hd;
+                int i = 0;
+                for (; i + 16 <= hd; i += 16) {
+                    v16 a; __builtin_memcpy(&a, out + i, 64);
+                    a += p * widen_h(vr + i, fmt); __builtin_memcpy(out + i, &a, 64);
+                }
+                for (; i < hd; i++) out[i] += p * half_f(vr[i], fmt);
+            }
+            const float inv = 1.0f / l;
+            for (int i = 0; i < hd; i++) out[i] *= inv;
+        }
+    }
+}
 // the spans of a product's weights: fp32 rows where q is NULL, else `bits`-bit q (8: int8,
-// rows_mm_q8's; 4: packed, rows_mm_q4's)
+// rows_mm_q8's; 4: packed, rows_mm_q4's; BF16, F16: 16-bit floats, rows_mm_h's)
 static const span_fn* spans_of(const void* q, int bits) {
-    return !q ? fblocks : bits == 4 ? q4blocks : q8blocks;
+    return !q ? fblocks : bits == 4 ? q4blocks : bits == BF16 ? bfblocks
+           : bits == F16 ? hfblocks : q8blocks;
 }
 // y (M, N) = x (M, K) @ w^T: fp32 rows w where q is NULL, else `bits`-bit q with scales s and
 // offsets o per G inputs (rows_mm, rows_mm_q8, rows_mm_q4)
@@ -389,11 +465,13 @@ static void prod(const float* x, const float* w, const void* q, const float* s, 
                  int G, int bits, float* y, int M, int N, int K, int threads) {
     wts W = {w, q, s, o, G}; run_rows(spans_of(q, bits), x, W, y, M, N, K, threads);
 }
-// a product of the layer: w[i] fp32 (qs == NULL), else its `bits`-bit weights with qs[i], qo[i]
+// a product of the layer: w[i] fp32 (qs == NULL), 16-bit floats (bits BF16 or F16), else its
+// `bits`-bit weights with qs[i], qo[i]
 static void mm(const float* x, const float* const* w, const float* const* qs,
                const float* const* qo, int G, int bits, int i, float* y, int M, int N, int K,
                int threads) {
-    prod(x, w[i], qs ? w[i] : 0, qs ? qs[i] : 0, qs ? qo[i] : 0, G, bits, y, M, N, K, threads);
+    prod(x, w[i], qs || bits >= BF16 ? w[i] : 0, qs ? qs[i] : 0, qs ? qo[i] : 0, G, bits, y, M, N,
+         K, threads);
 }
 // products of one input x (M, K): w[i0 + j] into ys[j] (M, ns[j]), j < n, in one parallel region
 // (each thread its share of every product's outputs: the same sums as one region a product, one
@@ -405,72 +483,102 @@ static void mm_many(const float* x, const float* const* w, const float* const* q
                     const int* ns, int M, int K, int silu, int threads) {
 #if defined(KERNEL_REGION_PER_PRODUCT)
     for (int j = 0; j < n; j++) mm(x, w, qs, qo, G, bits, i0 + j, ys[j], M, ns[j], K, threads);
-    if (silu) silu_mul(ys[0], ys[1], (size_t)M * ns[0]);
+    if (silu && bits >= BF16) silu_mul_h(ys[0], ys[1], (size_t)M * ns[0], bits);
+    else if (silu) silu_mul(ys[0], ys[1], (size_t)M * ns[0]);
 #else
     #pragma omp parallel num_threads(threads)
     {
         const int t = omp_get_thread_num(), T = omp_get_num_threads();
         for (int j = 0; j < n; j++) {
             const int i = i0 + j;
-            wts W = {w[i], qs ? w[i] : 0, qs ? qs[i] : 0, qs ? qo[i] : 0, G};
+            wts W = {w[i], qs || bits >= BF16 ? w[i] : 0, qs ? qs[i] : 0, qs ? qo[i] : 0, G};
             rows_in(spans_of(W.q, bits), x, W, ys[j], M, ns[j], K, t, T);
         }
         if (silu) {  // rows_in's share of the columns; elementwise, so the same bits
             const int N = ns[0], n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
-            for (int m = 0; m < M; m++)
-                silu_mul(ys[0] + (size_t)m * N + n0, ys[1] + (size_t)m * N + n0, n1 - n0);
+            for (int m = 0; m < M; m++) {
+                float* gm = ys[0] + (size_t)m * N + n0; const float* um = ys[1] + (size_t)m * N + n0;
+                if (bits >= BF16) silu_mul_h(gm, um, n1 - n0, bits);
+                else silu_mul(gm, um, n1 - n0);
+            }
         }
     }
 #endif
 }
 // e == NULL: a decoder layer. Else a feature drafter's layer (EAGLE-3): its q/k/v products read
 // [in_norm(e), hn(x)] (2d wide), e the next tokens' embeddings, x the hidden state (the residual).
+// bits BF16 or F16: a 16-bit layer (weights, norms, biases and cache in that format), every
+// operation's output rounded to it where the model's own forward in that dtype rounds (norms,
+// products, rotary embedding, attention's output, residual sums, the MLP's activation and
+// product); inside an operation the sums run in fp32 as for an fp32 layer. x stays fp32 (holding
+// values of the format).
 static void layer_impl(float* x, const float* e, const float* w_hn, int M, int T, int d, int I,
                        int H, int Hkv, int hd, float eps, float scale, const float* const* w,
                        const float* const* bs, const float* const* qs, const float* const* qo,
-                       int G, int bits, const float* cs, const float* sn, float* kc, float* vc,
+                       int G, int bits, const float* cs, const float* sn, void* kc, void* vc,
                        int S,
                        const int64_t* slots, const float* bias, float* work, int threads) {
-    const int dq = H * hd, dk = Hkv * hd, din = e ? 2 * d : d;
+    const int dq = H * hd, dk = Hkv * hd, din = e ? 2 * d : d, fmt = bits >= BF16 ? bits : 0;
     float* h = work; float* q = h + (size_t)M * din; float* k = q + (size_t)M * dq;
     float* v = k + (size_t)M * dk; float* a = v + (size_t)M * dk;
     float* g = a + (size_t)M * dq; float* u = g + (size_t)M * I; float* sc = u + (size_t)M * I;
-    if (e) { norm_rows(e, w[0], h, M, d, din, eps); norm_rows(x, w_hn, h + d, M, d, din, eps); }
-    else norm_rows(x, w[0], h, M, d, d, eps);
+    if (e) {
+        norm_rows(e, w[0], h, M, d, din, eps, fmt); norm_rows(x, w_hn, h + d, M, d, din, eps, fmt);
+    }
+    else norm_rows(x, w[0], h, M, d, d, eps, fmt);
     {   // q, k, v
         float* ys[3] = {q, k, v}; const int ns[3] = {dq, dk, dk};
         mm_many(h, w, qs, qo, G, bits, 1, 3, ys, ns, M, din, 0, threads);
     }
-    add_bias(q, bs[0], M, dq); add_bias(k, bs[1], M, dk); add_bias(v, bs[2], M, dk);
-    rope(q, cs, sn, M, H, hd); rope(k, cs, sn, M, Hkv, hd);
+    add_bias(q, bs[0], M, dq, fmt); add_bias(k, bs[1], M, dk, fmt); add_bias(v, bs[2], M, dk, fmt);
+    if (w[9]) {  // Qwen3: each head's query and key through an RMSNorm of its own before RoPE
+        norm_rows(q, w[9], q, M * H, hd, hd, eps, fmt);
+        norm_rows(k, w[10], k, M * Hkv, hd, hd, eps, fmt);
+    }
+    rope(q, cs, sn, M, H, hd, fmt); rope(k, cs, sn, M, Hkv, hd, fmt);
     for (int m = 0; m < M; m++) {
         const int b = m / T;
         for (int j = 0; j < Hkv; j++) {
             const size_t at = (((size_t)b * Hkv + j) * S + slots[m]) * hd;
-            __builtin_memcpy(kc + at, k + ((size_t)m * Hkv + j) * hd, hd * 4);
-            __builtin_memcpy(vc + at, v + ((size_t)m * Hkv + j) * hd, hd * 4);
+            const float* km = k + ((size_t)m * Hkv + j) * hd, * vm = v + ((size_t)m * Hkv + j) * hd;
+            if (fmt) for (int i = 0; i < hd; i++) {  // (values of the format: exact)
+                ((uint16_t*)kc)[at + i] = f_half(km[i], fmt);
+                ((uint16_t*)vc)[at + i] = f_half(vm[i], fmt);
+            } else {
+                __builtin_memcpy((float*)kc + at, km, hd * 4);
+                __builtin_memcpy((float*)vc + at, vm, hd * 4);
+            }
         }
     }
-    attend(q, kc, vc, bias, a, sc, M, T, H, Hkv, hd, S, scale, threads);
-    mm(a, w, qs, qo, G, bits, 4, h, M, d, dq, threads); add_bias(h, bs[3], M, d);
+    if (fmt) {
+        attend_h(q, kc, vc, bias, a, sc, M, T, H, Hkv, hd, S, scale, fmt, threads);
+        round_rows(a, (size_t)M * dq, fmt);
+    } else attend(q, kc, vc, bias, a, sc, M, T, H, Hkv, hd, S, scale, threads);
+    mm(a, w, qs, qo, G, bits, 4, h, M, d, dq, threads); add_bias(h, bs[3], M, d, fmt);
     for (size_t i = 0; i < (size_t)M * d; i++) x[i] += h[i];
-    norm_rows(x, w[5], h, M, d, d, eps);
+    round_rows(x, (size_t)M * d, fmt);
+    norm_rows(x, w[5], h, M, d, d, eps, fmt);
     {   // gate, up
         float* ys[2] = {g, u}; const int ns[2] = {I, I};
         mm_many(h, w, qs, qo, G, bits, 6, 2, ys, ns, M, d, 1, threads);  // then silu(g) u
     }
     mm(g, w, qs, qo, G, bits, 8, h, M, d, I, threads);
+    round_rows(h, (size_t)M * d, fmt);
     for (size_t i = 0; i < (size_t)M * d; i++) x[i] += h[i];
+    round_rows(x, (size_t)M * d, fmt);
 }
 void llama_layer(float* x, int M, int T, int d, int I, int H, int Hkv, int hd, float eps,
                  float scale,
-                 const float* const* w,  // in_norm, q, k, v, o, post_norm, gate, up, down
+                 // in_norm, q, k, v, o, post_norm, gate, up, down, and the heads' q_norm and
+                 // k_norm (Qwen3; else NULL)
+                 const float* const* w,
                  const float* const* bs, // q, k, v, o biases (NULL where none)
-                 // NULL: fp32 products; else w's products are int8 (bits 8) or packed 4-bit (bits
-                 // 4), qs and qo (indexed as w) their (N, K / G) scales and offsets
+                 // NULL: fp32 products (or, bits BF16 or F16, a 16-bit layer: see layer_impl); else
+                 // w's products are int8 (bits 8) or packed 4-bit (bits 4), qs and qo (indexed as
+                 // w) their (N, K / G) scales and offsets
                  const float* const* qs, const float* const* qo, int G, int bits,
                  const float* cs, const float* sn, // (M, hd) rotary cos, sin
-                 float* kc, float* vc, int S, // the layer's cache (B, Hkv, S, hd); row m: b = m / T
+                 void* kc, void* vc, int S, // the layer's cache (B, Hkv, S, hd); row m: b = m / T
                  const int64_t* slots, // (M,) where each row's key and value go
                  const float* bias, // (M, S) additive attention bias per row
                  // scratch: M * (d + 2 (H + Hkv) hd + 2 I) + max(threads S, M H (S + 3)) floats
@@ -485,7 +593,7 @@ void llama_layer(float* x, int M, int T, int d, int I, int H, int Hkv, int hd, f
 void llama_stack(float* x, int M, int T, int L, const int* ip, const float* fp,
                  const float* const* const* w, const float* const* const* bs,
                  const float* const* const* qs, const float* const* const* qo, const float* cs,
-                 const float* sn, float* const* kc, float* const* vc, int S,
+                 const float* sn, void* const* kc, void* const* vc, int S,
                  const int64_t* slots, const float* bias, float* const* keep, float* work,
                  int threads) {
     for (int i = 0; i < L; i++) {
@@ -501,7 +609,7 @@ void llama_stack(float* x, int M, int T, int L, const int* ip, const float* fp,
 void feature_layer(float* x, const float* e, const float* w_hn, int M, int T, int d, int I, int H,
                    int Hkv, int hd, float eps, float scale, const float* const* w,
                    const float* const* bs, const float* const* qs, const float* const* qo, int G,
-                   int bits, const float* cs, const float* sn, float* kc, float* vc, int S,
+                   int bits, const float* cs, const float* sn, void* kc, void* vc, int S,
                    const int64_t* slots, const float* bias, float* work, int threads) {
     layer_impl(x, e, w_hn, M, T, d, I, H, Hkv, hd, eps, scale, w, bs, qs, qo, G, bits, cs, sn, kc,
                vc, S, slots, bias, work, threads);
@@ -517,7 +625,7 @@ void feature_step(const float* f, int fin, const float* fw, const void* fq, cons
                   float* x, const float* e, const float* w_hn, int M, int T, int d, int I, int H,
                   int Hkv, int hd, float eps, float scale, const float* const* w,
                   const float* const* bs, const float* const* qs, const float* const* qo, int G,
-                  int bits, const float* cs, const float* sn, float* kc, float* vc, int S,
+                  int bits, const float* cs, const float* sn, void* kc, void* vc, int S,
                   const int64_t* slots, const float* bias,
                   const float* w_norm, float neps, const float* hw, const void* hq,
                   const float* hs, const float* ho, int hG, int hbits, int Sv, int all_rows,
@@ -534,6 +642,6 @@ void feature_step(const float* f, int fin, const float* fw, const void* fq, cons
     layer_impl(x, e, w_hn, M, T, d, I, H, Hkv, hd, eps, scale, w, bs, qs, qo, G, bits, cs, sn, kc,
                vc, S, slots, bias, work, threads);
     const int r0 = all_rows ? 0 : M - 1;
-    norm_rows(x + (size_t)r0 * d, w_norm, nx, M - r0, d, d, neps);
+    norm_rows(x + (size_t)r0 * d, w_norm, nx, M - r0, d, d, neps, 0);
     prod(nx, hw, hq, hs, ho, hG, hbits, logits, M - r0, Sv, d, threads);
 }

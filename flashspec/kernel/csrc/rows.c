@@ -84,6 +84,49 @@ static inline void q4_widen(const unsigned char* p, q4grp t, v16* lo, v16* hi) {
     widen4(p, lo, hi); *lo = *lo * t.s + t.o; *hi = *hi * t.s + t.o;
 }
 #endif
+// 16-bit float formats, as a product's or a layer's `bits`: bf16 and fp16 weights (and a layer's
+// activations rounded to the format where a model in that dtype rounds). Widened to fp32 exactly:
+// a product over them sums the same bits as one over their fp32 copies.
+#include <stdint.h>
+#define BF16 16
+#define F16 17
+static inline float half_f(uint16_t h, int fmt) {  // exact
+    if (fmt == BF16) { uint32_t u = (uint32_t)h << 16; float f; __builtin_memcpy(&f, &u, 4); return f; }
+    _Float16 v; __builtin_memcpy(&v, &h, 2); return (float)v;
+}
+static inline uint16_t f_half(float f, int fmt) {  // to nearest, ties to even (as PyTorch rounds)
+    if (fmt == BF16) {
+        uint32_t u; __builtin_memcpy(&u, &f, 4);
+        if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN (PyTorch's)
+        return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+    }
+    _Float16 v = (_Float16)f; uint16_t h; __builtin_memcpy(&h, &v, 2); return h;
+}
+static inline float round_to(float f, int fmt) { return fmt ? half_f(f_half(f, fmt), fmt) : f; }
+// y[i] rounded to the format, in place (fmt 0: fp32, nothing to do)
+static void round_rows(float* y, size_t n, int fmt) {
+    if (fmt == BF16) for (size_t i = 0; i < n; i++) y[i] = half_f(f_half(y[i], BF16), BF16);
+    else if (fmt == F16) for (size_t i = 0; i < n; i++) y[i] = half_f(f_half(y[i], F16), F16);
+}
+// 16 values of the format as floats
+static inline v16 widen_h(const uint16_t* p, int fmt) {
+    v16 v;
+#if defined(__AVX2__)
+    if (fmt == BF16) {
+        __m256i a = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p)), 16);
+        __m256i b = _mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(p + 8))), 16);
+        __builtin_memcpy(&v, &a, 32); __builtin_memcpy((char*)&v + 32, &b, 32); return v;
+    }
+#if defined(__F16C__)
+    __m256 a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p));
+    __m256 b = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(p + 8)));
+    __builtin_memcpy(&v, &a, 32); __builtin_memcpy((char*)&v + 32, &b, 32); return v;
+#endif
+#endif
+    for (int i = 0; i < 16; i++) v[i] = half_f(p[i], fmt);
+    return v;
+}
 static inline float lanes_sum(v16 a) {
     float s8[8], s4[4], s2[2];
     for (int i = 0; i < 8; i++) s8[i] = a[i] + a[i + 8];
@@ -179,6 +222,37 @@ static inline __attribute__((always_inline)) void q4block(
     for (int m = 0; m < mb; m++) for (int j = 0; j < nb; j++)
         y[(size_t)m * N + n + j] = lanes_sum(acc[m][j]);
 }
+// fblock over 16-bit weights (W.q, format fmt), each widened exactly: fblock's sums over their
+// fp32 copies, bit for bit
+static inline __attribute__((always_inline)) void hblock(
+        const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K,
+        const int fmt) {
+    ACC_INIT
+    int k = 0;
+    for (; k + 16 <= K; k += 16) {
+        v16 wv[4];
+        for (int j = 0; j < nb; j++) {
+            const uint16_t* wr = (const uint16_t*)W.q + (size_t)(n + j) * K;
+            if (mb == 8) __builtin_prefetch(wr + (size_t)8 * K + k, 0, 0);
+            wv[j] = widen_h(wr + k, fmt);
+        }
+        ACC_ADD(wv, 0)
+    }
+    for (int m = 0; m < mb; m++) for (int j = 0; j < nb; j++) {
+        const uint16_t* wr = (const uint16_t*)W.q + (size_t)(n + j) * K;
+        float s = lanes_sum(acc[m][j]);
+        for (int i = k; i < K; i++) s += half_f(wr[i], fmt) * x[(size_t)m * K + i];
+        y[(size_t)m * N + n + j] = s;
+    }
+}
+static inline __attribute__((always_inline)) void bfblock(
+        const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K) {
+    hblock(x, W, y, mb, nb, n, N, K, BF16);
+}
+static inline __attribute__((always_inline)) void hfblock(
+        const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K) {
+    hblock(x, W, y, mb, nb, n, N, K, F16);
+}
 // outputs n0 .. n1 - 1 of mb rows: NB(mb) side by side, the rest one by one
 typedef void (*span_fn)(const float*, wts, float*, int, int, int, int);
 #define SPAN(kind, mb, nb) static void kind##mb(const float* x, wts W, float* y, int n0, \
@@ -190,7 +264,8 @@ typedef void (*span_fn)(const float*, wts, float*, int, int, int, int);
     SPAN(kind, 8, NBK(8)) \
     static const span_fn kind##s[9] = {0, kind##1, kind##2, kind##3, kind##4, kind##5, kind##6, \
                                        kind##7, kind##8};
-SPANS(fblock, NBF) SPANS(q8block, NB) SPANS(q4block, NB)
+SPANS(fblock, NBF) SPANS(q8block, NB) SPANS(q4block, NB) SPANS(bfblock, NBF)
+SPANS(hfblock, NBF)
 // every row block over thread t's share (of T) of the outputs: up to 7 rows as one block, from 8
 // rows on blocks of ROW_BLOCK (4: from 8 rows on faster than blocks of 8, much for fp32 weights,
 // a little for int8 and 4-bit ones, measured: *Row blocks of four*; -DROW_BLOCK=8 builds the
@@ -215,6 +290,12 @@ static void run_rows(const span_fn* spans, const float* x, wts W, float* y, int 
 }
 void rows_mm(const float* x, const float* w, float* y, int M, int N, int K, int threads) {
     wts W = {w, 0, 0, 0, 0}; run_rows(fblocks, x, W, y, M, N, K, threads);
+}
+// 16-bit weights w (N, K) of format fmt (BF16 or F16), widened exactly: rows_mm's sums over their
+// fp32 copies, reading half the bytes
+void rows_mm_h(const float* x, const uint16_t* w, float* y, int M, int N, int K, int fmt,
+               int threads) {
+    wts W = {0, w, 0, 0, 0}; run_rows(fmt == F16 ? hfblocks : bfblocks, x, W, y, M, N, K, threads);
 }
 // int8 weights q (N, K), one fp32 scale and offset per group of G inputs, s and o (N, K / G), G a
 // multiple of 16: each weight is q * s + o in fp32 before its products
