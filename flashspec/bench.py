@@ -398,12 +398,14 @@ def summarize(
         records=records)
     hf_all = _agg(by("hf"), None, {}, False)["tokens_per_s"] if "hf" in methods else None
     for m in methods: res["methods"][m] = _agg(by(m), hf_all, hf_out, greedy)
-    # greedy answers equal to the engine's own plain decoding (`ar`): the reference in bf16 and
-    # fp16, where Hugging Face's own output depends on its kernels' shapes (07a_half)
-    ar_out = {(r["question_id"], r["turn"]): r["tokens"] for r in by("ar")}
+    # greedy answers equal to the engine's own plain decoding (`ar`, else `ar-fused`): the
+    # reference in bf16 and fp16, where Hugging Face's own output depends on its kernels' shapes
+    # (07a_half)
+    plain = "ar" if "ar" in methods else "ar-fused"
+    ar_out = {(r["question_id"], r["turn"]): r["tokens"] for r in by(plain)}
     for m in methods:
         same = [r["tokens"] == ar_out.get((r["question_id"], r["turn"])) for r in by(m)]
-        if greedy and ar_out and m != "ar" and same:
+        if greedy and ar_out and m != plain and same:
             res["methods"][m]["identical_to_ar"] = sum(same) / len(same)
     # the strongest plain baseline (compiled on CUDA): speed-ups against it too
     if "hf-static" in methods:

@@ -590,28 +590,34 @@ def forward_ms(model, n_nodes:int, # nodes in the forward (a chain of that many,
     return median_ms(lambda: f(cache, toks, pos, slots, bias, argmax=argmax), dev, repeats)
 
 @torch.no_grad()
-def forward_gap(model, # a causal LM flashspec supports, on the CPU
+def forward_gap(model, # a causal LM flashspec supports
                 n_prompt:int=12, n:int=8, seed:int=0,
                 fwd=None, # the forward (default: `make_forward(model)`, the engine's)
+                # each one-token forward padded to n rows (fixed shapes: the token's row first,
+                # then rows of the tokens after it, which the row does not attend)
+                pad:bool=False,
                ) -> float:
     """max |logits of n tokens in one forward - the same tokens one forward each| after a random
     prompt, through the engine's forward: 0.0 where a row's logits do not depend on how many rows
     are verified with it (the lossless promise, whatever the dtype)."""
+    w = model.get_output_embeddings().weight
     g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, model.config.vocab_size, (n_prompt + n,), generator=g)
-    fwd = fwd or make_forward(model)
-    dt = model.get_output_embeddings().weight.dtype
+    ids = torch.randint(0, model.config.vocab_size, (n_prompt + 2 * n,), generator=g)
+    ids, fwd, dt = ids.to(w.device), fwd or make_forward(model), w.dtype
+    ar = lambda a, b: torch.arange(a, b, device=w.device)
     outs = []
     for step in (n, 1):  # all n at once, then one at a time
-        cache = StaticKVCache(model, n_prompt + n)
-        fwd(cache, ids[None, :n_prompt], torch.arange(n_prompt)[None], torch.arange(n_prompt),
+        cache = StaticKVCache(model, n_prompt + 2 * n)
+        fwd(cache, ids[None, :n_prompt], ar(0, n_prompt)[None], ar(0, n_prompt),
             None)                                                        # the prompt's prefill
         cache.lengths += n_prompt
         got = []
         for at in range(n_prompt, n_prompt + n, step):
-            sl = torch.arange(at, at + step)                              # (step,) slots
-            bias = causal_bias(cache, cache.lengths, step, dt)            # (1, 1, step, S)
-            got.append(fwd(cache, ids[None, at:at + step], sl[None], sl, bias)[0].float())
+            k = n if pad else step  # rows in this forward: slots at .. at + k - 1, the cache's
+            sl = ar(at, at + k)                                           # (k,) slots
+            bias = causal_bias(cache, cache.lengths, k, dt).to(w.device)  # (1, 1, k, S)
+            lg = fwd(cache, ids[None, at:at + k], sl[None], sl, bias)[0]
+            got.append(lg[:, :step].float())
             cache.lengths += step
         outs.append(torch.cat(got, 1))                                  # (1, n, V)
     return (outs[0] - outs[1]).abs().max().item()

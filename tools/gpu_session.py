@@ -40,6 +40,10 @@ questions):
                checked 2 questions
   batch-fp32   issue 14's lossless check: 16 first turns through fused batches of 8 in fp32, each
                output against Hugging Face `generate` on the request alone
+  exact-bf16   issue 70 on the GPU: `forward_gap` of the bf16 target (fp32 beside it) through the
+               native eager forward after 300 tokens, a token among 4 and 64 rows against alone
+               and against alone padded to as many rows (fixed shapes), then the fused round's
+               answers against its own plain decoding's (`ar-fused`) on 80 first turns in bf16
   bench-hf     issue 12's table, bf16, one first turn, 48 tokens (eager hf costs about 109 ms a token
                there): hf and hf-assisted (its assistant the distilled slice: Hugging Face's assisted
                generation takes a causal LM), then hf, hf-static, ar-fused and flashspec-fused-merged
@@ -102,8 +106,9 @@ then costs seconds, not the phases.
 import argparse, json, os, shutil, signal, subprocess, sys, tarfile, time
 from pathlib import Path
 
-PHASES = ("batch", "fused-tree", "bench-sampled", "bench-fp32", "batch-fp32", "bench-hf",
-          "bench-fused-compiled", "bench-fused", "bench-compiled", "bench-bf16", "train")
+PHASES = ("batch", "fused-tree", "bench-sampled", "bench-fp32", "batch-fp32", "exact-bf16",
+          "bench-hf", "bench-fused-compiled", "bench-fused", "bench-compiled", "bench-bf16",
+          "train")
 # training ran once (2026-12-04); bench-compiled (the eager loop, its forward compiled) is superseded
 # by the fused round's compiled phase, bench-fused and bench-bf16 were measured on 2026-12-04: name
 # them to run them
@@ -171,7 +176,7 @@ def plan(a) -> dict:
             [bench("bench-fused-compiled", "bfloat16",
                    ["hf-static", "ar-fused", "flashspec-fused-merged"], "--compile",
                    "--fused-tree", limit=2 if tiny else 26)],
-            0.13),
+            0.09),
         # issue 12's table: eager hf (about 109 ms a token in bf16 there) and hf-assisted (its
         # assistant must be a causal LM: the distilled slice) in one run, then hf again beside
         # hf-static (compiled) and the fused round, each with its first call; one first turn each,
@@ -184,7 +189,7 @@ def plan(a) -> dict:
              for i, (methods, more) in enumerate((
                  (["hf", "hf-assisted"], ["--draft-design", "slice"]),
                  (["hf", "hf-static", "ar-fused", "flashspec-fused-merged"], ["--fused-tree"])))],
-            0.12),
+            0.08),
         "bench-compiled": (
             [bench("bench-compiled", "bfloat16", ["hf-static", "ar", "flashspec-merged"],
                    "--compile")],
@@ -212,6 +217,17 @@ def plan(a) -> dict:
                 [sys.executable, __file__, "--batch-phase", o / "batch.json", "--device", dev]
                 + (["--tiny"] if tiny else [])],
             0.16),
+        # issue 70 on the GPU: how far a bf16 row moves with the rows beside it (`forward_gap`,
+        # natural and fixed shapes), then the fused round's answers against its own plain
+        # decoding's in bf16 on 80 first turns (identical to ar-fused: what exactness must fix)
+        "exact-bf16": (
+            [[sys.executable, __file__, "--gap-phase", o / "gap-bf16.json", "--device", dev]
+             + (["--tiny"] if tiny else []),
+             flashspec(
+                 "bench", "--device", dev, "--dtype", "bfloat16", "--limit", 2 if tiny else 80,
+                 "--first-turns", "--max-new-tokens", 8 if tiny else 64, "--methods", "ar-fused",
+                 "flashspec-fused-merged", "--fused-tree", "--out", o/"exact-bf16.json")],
+            0.08),
         # issue 14's "identical outputs in fp32": a fused batch of 8 against each request alone
         "batch-fp32": (
             [
@@ -361,6 +377,26 @@ def batch_fp32_phase(path:Path, device:str, tiny:bool):
         outputs=[dict(hf=x, fused=r.tokens) for r, x in zip(got, ref)]), indent=1))
     print(f"fused batch of {B} in fp32: {sum(same)}/{len(same)} identical to hf alone", flush=True)
 
+def gap_phase(path:Path, device:str, tiny:bool):
+    """Issue 70's first GPU measurement: `forward_gap` of the target in bf16 (and fp32 beside it)
+    through the native eager forward, each token's row among 8 against alone (natural shapes) and
+    alone padded to 8 rows (fixed shapes: the plain step run at the tree's row count)."""
+    import datetime
+    from flashspec.engine import forward_gap, make_forward
+    from flashspec.target import load_target
+    from flashspec.util import hardware
+    rows = []
+    for dtype in ("bfloat16", "float32"):
+        target, _ = load_target(dtype=dtype, device=device)
+        for n in ((4,) if tiny else (4, 64)):
+            for pad in (False, True):
+                gap = forward_gap(target, 12 if tiny else 300, n, 0, make_forward(target), pad=pad)
+                rows.append(dict(dtype=dtype, rows=n, fixed_shapes=pad, gap=gap))
+                print(rows[-1], flush=True)
+    path.write_text(json.dumps(dict(
+        label=(f"{datetime.date.today()}, {hardware(device)}, SmolLM2-135M-Instruct, native eager"
+               " forward, random tokens after a random prompt"), gaps=rows), indent=1))
+
 def pack(work:Path, out:Path):
     """Pack `work` into `out`/gpu-session.tgz (written beside, then renamed: a kill mid-write leaves
     the last whole archive) and copy its session.json into `out`: two files to bring back."""
@@ -419,8 +455,10 @@ def main(argv=None):
         "--seed", type=int, default=int(time.strftime("%Y%m%d")),
         help="the sampled answers' seed (default: today's date, so each day's are new)")
     ap.add_argument("--batch-phase", help=argparse.SUPPRESS)  # internal: batch_phase into this JSON
+    ap.add_argument("--gap-phase", help=argparse.SUPPRESS)  # internal: gap_phase into this JSON
     ap.add_argument("--fp32", action="store_true", help=argparse.SUPPRESS)  # with it: the fp32 check
     a = ap.parse_args(argv)
+    if a.gap_phase: return gap_phase(Path(a.gap_phase), a.device, a.tiny)
     if a.batch_phase:
         return (batch_fp32_phase if a.fp32 else batch_phase)(Path(a.batch_phase), a.device, a.tiny)
     if not a.out: ap.error("--out is required")

@@ -93,7 +93,7 @@ def build_kernel(cc:str, out:Path,
 # %% ../../nbs/06_kernel.ipynb #kn000009
 def load_kernel(path:Path): # a library `build_kernel` wrote
     """Its `rows_mm` as a ctypes function, with `rows_mm_q8` as `.q8`, `rows_mm_q4` as `.q4`,
-    `rows_mm_h` (bf16 and fp16 weights) as `.h`,
+    `rows_mm_h` (bf16 and fp16 weights) as `.h` (`half_round`, its rounding, as `.half_round`),
     `llama_layer` as `.layer`, `llama_stack` as `.stack`, `feature_layer` as `.feature`,
     `feature_step` as `.step`, `exp_rows` as `.exp` (`.exp.lanes`: 16 or 1) and `head_argmax` as
     `.argmax` (None where the build has none: it needs AVX-512 VNNI); raises `OSError` if the
@@ -159,6 +159,9 @@ def _bind(lib): # a loaded `ctypes.CDLL` of the kernel
     for f in (fn.q8, fn.q4):
         f.restype, f.argtypes = None, [ctypes.c_void_p] * 5 + [ctypes.c_int] * 5
     fn.h.restype, fn.h.argtypes = None, [ctypes.c_void_p] * 3 + [ctypes.c_int] * 5
+    fn.half_round = lib.half_round  # the 16-bit layers' rounding (for tests)
+    fn.half_round.restype = None
+    fn.half_round.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_longlong, ctypes.c_int]
     P, I = ctypes.c_void_p, ctypes.c_int
     fn.layer.restype = None
     fn.layer.argtypes = ([P] + [I] * 7 + [ctypes.c_float] * 2 + [P] * 4 + [I] * 2 + [P] * 4

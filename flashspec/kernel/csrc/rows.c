@@ -87,12 +87,50 @@ static inline void q4_widen(const unsigned char* p, q4grp t, v16* lo, v16* hi) {
 // 16-bit float formats, as a product's or a layer's `bits`: bf16 and fp16 weights (and a layer's
 // activations rounded to the format where a model in that dtype rounds). Widened to fp32 exactly:
 // a product over them sums the same bits as one over their fp32 copies.
+#include <math.h>
 #include <stdint.h>
+#if defined(__F16C__) && !defined(KERNEL_SOFT_HALF)
+#include <immintrin.h>
+#endif
 #define BF16 16
 #define F16 17
+// fp16 by hand where F16C is not built in (or -DKERNEL_SOFT_HALF): the same values as the
+// instructions (and as PyTorch's conversions), each widened exactly, rounded to nearest even
+static inline float soft_f16_f(uint16_t h) {
+    uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
+    if (e == 0x1f) u = s | 0x7f800000 | (m << 13);                // inf, NaN
+    else if (e) u = s | ((e + 112) << 23) | (m << 13);            // normal: rebias 15 -> 127
+    else {                                                        // zero, subnormal: m 2^-24
+        float f = (float)m * 0x1p-24f; __builtin_memcpy(&u, &f, 4); u |= s;
+    }
+    float f; __builtin_memcpy(&f, &u, 4); return f;
+}
+static inline uint16_t soft_f_f16(float f) {
+    uint32_t u; __builtin_memcpy(&u, &f, 4);
+    const uint32_t s = (u >> 16) & 0x8000, a = u & 0x7fffffff;
+    if (a > 0x7f800000) return (uint16_t)(s | 0x7e00);           // NaN
+    if (a >= 0x477ff000) return (uint16_t)(s | 0x7c00);          // 65520 and up: inf
+    if (a < 0x38800000) {  // below 2^-14: a subnormal's count of 2^-24, to nearest even
+        float v; __builtin_memcpy(&v, &a, 4);
+        return (uint16_t)(s | (uint32_t)nearbyintf(v * 0x1p24f));
+    }
+    const uint32_t r = a + 0xfff + ((a >> 13) & 1);               // 23 -> 10 mantissa bits
+    return (uint16_t)(s | ((r - 0x38000000) >> 13));              // rebias 127 -> 15
+}
+#if defined(__F16C__) && !defined(KERNEL_SOFT_HALF)
+#define F16_HW 1
+#else
+#define F16_HW 0
+#endif
 static inline float half_f(uint16_t h, int fmt) {  // exact
-    if (fmt == BF16) { uint32_t u = (uint32_t)h << 16; float f; __builtin_memcpy(&f, &u, 4); return f; }
-    _Float16 v; __builtin_memcpy(&v, &h, 2); return (float)v;
+    if (fmt == BF16) {
+        uint32_t u = (uint32_t)h << 16; float f; __builtin_memcpy(&f, &u, 4); return f;
+    }
+#if F16_HW
+    return _cvtsh_ss(h);
+#else
+    return soft_f16_f(h);
+#endif
 }
 static inline uint16_t f_half(float f, int fmt) {  // to nearest, ties to even (as PyTorch rounds)
     if (fmt == BF16) {
@@ -100,13 +138,21 @@ static inline uint16_t f_half(float f, int fmt) {  // to nearest, ties to even (
         if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN (PyTorch's)
         return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
     }
-    _Float16 v = (_Float16)f; uint16_t h; __builtin_memcpy(&h, &v, 2); return h;
+#if F16_HW
+    return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+#else
+    return soft_f_f16(f);
+#endif
 }
 static inline float round_to(float f, int fmt) { return fmt ? half_f(f_half(f, fmt), fmt) : f; }
 // y[i] rounded to the format, in place (fmt 0: fp32, nothing to do)
 static void round_rows(float* y, size_t n, int fmt) {
     if (fmt == BF16) for (size_t i = 0; i < n; i++) y[i] = half_f(f_half(y[i], BF16), BF16);
     else if (fmt == F16) for (size_t i = 0; i < n; i++) y[i] = half_f(f_half(y[i], F16), F16);
+}
+// y = x rounded to the format (BF16, F16) and widened back: the kernel's own rounding, for tests
+void half_round(const float* x, float* y, long long n, int fmt) {
+    for (long long i = 0; i < n; i++) y[i] = round_to(x[i], fmt);
 }
 // 16 values of the format as floats
 static inline v16 widen_h(const uint16_t* p, int fmt) {
@@ -118,7 +164,7 @@ static inline v16 widen_h(const uint16_t* p, int fmt) {
             _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(p + 8))), 16);
         __builtin_memcpy(&v, &a, 32); __builtin_memcpy((char*)&v + 32, &b, 32); return v;
     }
-#if defined(__F16C__)
+#if F16_HW
     __m256 a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p));
     __m256 b = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(p + 8)));
     __builtin_memcpy(&v, &a, 32); __builtin_memcpy((char*)&v + 32, &b, 32); return v;
