@@ -25,13 +25,15 @@ from .tree import Tree, TreeBatch, compile_tree
 from .util import cpu_id, hardware, median_ms, target_fingerprint
 
 # %% auto #0
-__all__ = ['NATIVE_TYPES', 'MATMULS', 'ENGINES', 'wx_linear', 'pick_matmul', 'Products', 'put_rows', 'group_bias',
-           'gqa_attention', 'NativeForward', 'TreeInputs', 'accept_tensors', 'greedy_accept', 'greedy_accept_batch',
-           'HFForward', 'allow_recompiles', 'make_forward', 'forward_ms', 'forward_gap', 'forward_passes', 'costs_key']
+__all__ = ['NATIVE_TYPES', 'MATMULS', 'LARGE_M', 'ENGINES', 'wx_linear', 'up_linear', 'pick_matmul', 'Products', 'put_rows',
+           'group_bias', 'gqa_attention', 'NativeForward', 'TreeInputs', 'accept_tensors', 'greedy_accept',
+           'greedy_accept_batch', 'HFForward', 'allow_recompiles', 'make_forward', 'forward_ms', 'forward_gap',
+           'forward_passes', 'costs_key']
 
 # %% ../nbs/07_engine.ipynb #7caaae8c
 NATIVE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
-MATMULS = ("auto", "linear", "wx", "rows")
+MATMULS = ("auto", "linear", "wx", "rows", "up")
+LARGE_M = 256  # 16-bit products of more rows than `max_pick` take the form measured at this many
 
 def wx_linear(x:torch.Tensor, # (..., K)
               w:torch.Tensor, # (N, K) a linear layer's weight
@@ -48,6 +50,16 @@ def wx_linear(x:torch.Tensor, # (..., K)
     if b is not None: y = y + b
     return y.reshape(*x.shape[:-1], w.shape[0])
 
+def up_linear(x:torch.Tensor, # (..., K) bf16 or fp16
+              w:torch.Tensor, # (N, K) a linear layer's weight, of x's dtype
+              b:torch.Tensor|None=None, # (N,) its bias
+             ) -> torch.Tensor:
+    """`F.linear(x, w, b)` of 16-bit operands computed in fp32 (each operand widened exactly) and
+    rounded to their dtype once, as a 16-bit product returns it: a prefill's many rows at fp32's
+    speed where the CPU has no fast 16-bit product (measured per machine: `Products`)."""
+    y = F.linear(x.float(), w.float(), None if b is None else b.float())
+    return y.to(x.dtype)
+
 def _plain_linear(mod) -> bool:
     """A float `nn.Linear` on the CPU: the only kind `wx_linear` stands in for (quantized layers
     keep their own forward)."""
@@ -59,17 +71,21 @@ def _plain_linear(mod) -> bool:
 @torch.no_grad()
 def pick_matmul(weights:list, # (N, K) weights of the linear layers a forward runs, in order
                 m:int, # rows per product (tokens in the forward)
-                repeats:int=3) -> str:
-    """`'linear'`, `'wx'` or `'rows'` (where `rows_ok`: the kernel of *A product kernel*): whichever
-    multiplies `m` rows by every weight of `weights` faster here (median of `repeats`)."""
+                repeats:int=3,
+                only:tuple|None=None, # the forms measured (default: every one that applies)
+               ) -> str:
+    """`'linear'`, `'wx'`, `'up'` (16-bit weights) or `'rows'` (where `rows_ok`: the kernel of *A
+    product kernel*): whichever multiplies `m` rows by every weight of `weights` faster here
+    (median of `repeats`)."""
     xs = {w.shape[1]: torch.randn(m, w.shape[1], dtype=w.dtype) for w in weights}
     def run(f):
         t0 = time.perf_counter()
         for w in weights: f(xs[w.shape[1]], w)
         return time.perf_counter() - t0
     times, forms = {}, [("linear", F.linear), ("wx", wx_linear)]
+    if all(w.dtype in HALF_CODES for w in weights): forms.append(("up", up_linear))
     if all(rows_ok(xs[w.shape[1]], w) for w in weights): forms.append(("rows", rows_linear))
-    for name, f in forms:
+    for name, f in (x for x in forms if only is None or x[0] in only):
         run(f)                                                             # warm-up
         times[name] = statistics.median(run(f) for _ in range(repeats))
     return min(times, key=times.get)
@@ -78,10 +94,11 @@ class Products:
     """A module's float linear products on the CPU, each in the form measured fastest for its row
     count (`pick_matmul`)."""
     def __init__(self, owner:torch.nn.Module, # the module whose `nn.Linear` layers are measured
-                 # "linear" (`F.linear`), "wx" (`wx_linear`), "rows" (`rows_linear`), or "auto"
-                 # (measured per row count)
+                 # "linear" (`F.linear`), "wx" (`wx_linear`), "rows" (`rows_linear`), "up"
+                 # (`up_linear`, 16-bit weights), or "auto" (measured per row count)
                  matmul:str="auto",
-                 # with "auto", products of more rows than this use "linear" (no measurement)
+                 # with "auto", products of more rows than this use "linear" (16-bit weights: see
+                 # `form`)
                  max_pick:int=32,
                  # names of further (N, K) weight tensors of `owner` used as products (a head)
                  extra:tuple=(),
@@ -104,13 +121,20 @@ class Products:
 
     def form(self, m:int) -> str:
         """The form products of `m` rows take (measured once per row count, dtype and thread count
-        with 'auto')."""
+        with 'auto'; more than `max_pick` rows: "linear", or for 16-bit weights whichever of
+        "linear" and "up" (`up_linear`) multiplies `LARGE_M` rows faster, measured once)."""
         if self.matmul != "auto": return self.matmul
-        if m > self.max_pick: return "linear"
         # a weight whose dtype keys the choice
         if self.first is None: self.first = next(iter(self.weights()), False)
         if self.first is False: return "linear"  # no float linear layer on the CPU
         key = (m, self.first.dtype, torch.get_num_threads())
+        if m > self.max_pick:  # many rows (a prefill): one measurement for all, one layer's
+            if self.first.dtype not in HALF_CODES: return "linear"
+            key = ("many",) + key[1:]
+            if key not in self.picked:
+                self.picked[key] = pick_matmul(
+                    self.weights()[:7], LARGE_M, repeats=1, only=("linear", "up"))
+            return self.picked[key]
         return self.picked.get(key) or self._measure(key, m)
 
     def _measure(self, key, m:int) -> str:
@@ -127,7 +151,7 @@ class Products:
         layer is a float one on the CPU, else `F.linear`). Inside `torch.compile`, which cannot
         trace the kernel's foreign call, `"rows"` is `"wx"`."""
         if form == "rows" and torch.compiler.is_compiling(): form = "wx"
-        f = {"wx": wx_linear, "rows": rows_linear}.get(form)
+        f = {"wx": wx_linear, "rows": rows_linear, "up": up_linear}.get(form)
         def lin(layer, x):
             if isinstance(layer, torch.Tensor):
                 return f(x, layer) if f and layer.device.type == "cpu" else F.linear(x, layer)
@@ -166,9 +190,10 @@ class NativeForward:
     at explicit slots."""
     def __init__(self, model,
                  # float linear layers on the CPU: "linear", "wx" (`wx_linear`), "rows"
-                 # (`rows_linear`), or measured per row count
+                 # (`rows_linear`), "up" (`up_linear`), or measured per row count
                  matmul:str="auto",
-                 # with "auto", forwards of more rows than this use "linear" (no measurement)
+                 # with "auto", forwards of more rows than this use "linear" (16-bit weights: the
+                 # faster of "linear" and "up", `Products.form`)
                  max_pick:int=32,
                  # with "auto" or "rows", forwards of up to `max_pick` rows run each decoder layer
                  # as one C call where its layers allow (`llama_layers`, 06_kernel)

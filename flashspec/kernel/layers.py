@@ -54,10 +54,8 @@ def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
     norms = [norm_in, norm_post] + ([hidden_norm] if hidden_norm is not None else [])
     norms += list(head_norms)
     fmt = float_code(getattr(norm_in, "weight", None))  # 0: fp32, 16: bf16, 17: fp16
-    if fmt:  # one 16-bit dtype throughout, the module's own weights (no copies)
-        if (hidden_norm is not None or any(type(l) is not torch.nn.Linear for l in att + mlp)
-                or any(float_code(t) != fmt
-                       for t in [l.weight for l in att + mlp] + [x.weight for x in norms])):
+    if fmt:  # a decoder layer's own 16-bit weights (no copies; their dtypes checked below)
+        if hidden_norm is not None or any(type(l) is not torch.nn.Linear for l in att + mlp):
             return None
         copies = ()
     prods, bits, copied = [_product(l) for l in att + mlp], 8, False
