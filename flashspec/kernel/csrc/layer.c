@@ -357,55 +357,8 @@ static void attend_cache(const float* q, const float* kc, const float* vc, const
     }
 }
 #endif
-// attention of each (row, head) over the slots its bias row leaves open, in slot order (head
-// sizes 64 and 128 with AVX-512: attend_cache, the same sums)
-static void attend(const float* q, const float* kc, const float* vc, const float* bias,
-                   float* o, float* sc, int M, int T, int H, int Hkv, int hd, int S, float scale,
-                   int threads) {
-#if defined(__AVX512F__) && !defined(KERNEL_PLAIN_LOOPS) && !defined(KERNEL_ATTEND_PER_HEAD)
-    if (hd == 64 || hd == 128) {  // (KERNEL_ATTEND_PER_HEAD: the loop below, for comparison)
-        attend_cache(q, kc, vc, bias, o, sc, M, T, H, Hkv, hd, S, scale, threads);
-        return;
-    }
-#endif
-    #pragma omp parallel num_threads(threads)
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        float* s = sc + (size_t)t * S;
-        for (int task = t; task < M * H; task += nt) {
-            const int m = task / H, h = task % H, b = m / T, g = h / (H / Hkv);
-            const float* qr = q + ((size_t)m * H + h) * hd, * br = bias + (size_t)m * S;
-            const float* K = kc + ((size_t)b * Hkv + g) * S * hd;
-            const float* V = vc + ((size_t)b * Hkv + g) * S * hd;
-            float mx = -INFINITY;
-            for (int j = 0; j < S; j++) {
-                if (br[j] < -1e37f) continue;
-                s[j] = dot_hd(qr, K + (size_t)j * hd, hd) * scale + br[j];
-                if (s[j] > mx) mx = s[j];
-            }
-            float* out = o + ((size_t)m * H + h) * hd;
-            for (int i = 0; i < hd; i++) out[i] = 0.0f;
-            if (mx == -INFINITY) continue;  // nothing to attend (a padding row): zeros
-            // the same sums, kept in registers over the slots where the head size allows
-            float l = 0.0f;
-#if !defined(KERNEL_PLAIN_LOOPS)
-            if (hd == 64) l = weigh(V, s, br, mx, S, 4, out);
-            else if (hd == 128) l = weigh(V, s, br, mx, S, 8, out);
-            else
-#endif
-            for (int j = 0; j < S; j++) {
-                if (br[j] < -1e37f) continue;
-                const float p = expf(s[j] - mx); l += p;
-                const float* vr = V + (size_t)j * hd;
-                for (int i = 0; i < hd; i++) out[i] += p * vr[i];
-            }
-            const float inv = 1.0f / l;
-            for (int i = 0; i < hd; i++) out[i] *= inv;
-        }
-    }
-}
-// attend's loop over a cache in a 16-bit format (fmt): each key and value widened exactly as it
-// is read (the same sums as that loop over fp32 copies of the cache)
+// a 16-bit cache's dot product (fmt): each key widened exactly as it is read (dot_hd's sums over
+// fp32 copies)
 static inline float dot_h(const float* a, const uint16_t* b, int hd, int fmt) {
     v16 acc = (v16){0}; int k = 0;
     for (; k + 16 <= hd; k += 16) {
@@ -415,9 +368,12 @@ static inline float dot_h(const float* a, const uint16_t* b, int hd, int fmt) {
     for (; k < hd; k++) s += a[k] * half_f(b[k], fmt);
     return s;
 }
-static void attend_h(const float* q, const uint16_t* kc, const uint16_t* vc, const float* bias,
-                     float* o, float* sc, int M, int T, int H, int Hkv, int hd, int S, float scale,
-                     int fmt, int threads) {
+// attention of each (row, head) over the slots its bias row leaves open, in slot order, over an
+// fp32 cache (fmt 0) or a 16-bit one (fmt BF16, F16: each key and value widened exactly as it is
+// read, the same sums as over fp32 copies of the cache)
+static inline __attribute__((always_inline)) void attend_rows(
+        const float* q, const void* kc, const void* vc, const float* bias, float* o, float* sc,
+        int M, int T, int H, int Hkv, int hd, int S, float scale, const int fmt, int threads) {
     #pragma omp parallel num_threads(threads)
     {
         int t = omp_get_thread_num(), nt = omp_get_num_threads();
@@ -425,33 +381,64 @@ static void attend_h(const float* q, const uint16_t* kc, const uint16_t* vc, con
         for (int task = t; task < M * H; task += nt) {
             const int m = task / H, h = task % H, b = m / T, g = h / (H / Hkv);
             const float* qr = q + ((size_t)m * H + h) * hd, * br = bias + (size_t)m * S;
-            const uint16_t* K = kc + ((size_t)b * Hkv + g) * S * hd;
-            const uint16_t* V = vc + ((size_t)b * Hkv + g) * S * hd;
+            const size_t at = ((size_t)b * Hkv + g) * S * hd;  // this key head's cache
+            const float* K = (const float*)kc + at, * V = (const float*)vc + at;
+            const uint16_t* Kh = (const uint16_t*)kc + at, * Vh = (const uint16_t*)vc + at;
             float mx = -INFINITY;
             for (int j = 0; j < S; j++) {
                 if (br[j] < -1e37f) continue;
-                s[j] = dot_h(qr, K + (size_t)j * hd, hd, fmt) * scale + br[j];
+                s[j] = (fmt ? dot_h(qr, Kh + (size_t)j * hd, hd, fmt)
+                            : dot_hd(qr, K + (size_t)j * hd, hd)) * scale + br[j];
                 if (s[j] > mx) mx = s[j];
             }
             float* out = o + ((size_t)m * H + h) * hd;
             for (int i = 0; i < hd; i++) out[i] = 0.0f;
             if (mx == -INFINITY) continue;  // nothing to attend (a padding row): zeros
+            // the same sums, kept in registers over the slots where the head size allows
             float l = 0.0f;
+#if !defined(KERNEL_PLAIN_LOOPS)
+            if (!fmt && hd == 64) l = weigh(V, s, br, mx, S, 4, out);
+            else if (!fmt && hd == 128) l = weigh(V, s, br, mx, S, 8, out);
+            else
+#endif
             for (int j = 0; j < S; j++) {
                 if (br[j] < -1e37f) continue;
                 const float p = expf(s[j] - mx); l += p;
-                const uint16_t* vr = V + (size_t)j * hd;
-                int i = 0;
-                for (; i + 16 <= hd; i += 16) {
-                    v16 a; __builtin_memcpy(&a, out + i, 64);
-                    a += p * widen_h(vr + i, fmt); __builtin_memcpy(out + i, &a, 64);
+                if (fmt) {
+                    const uint16_t* vr = Vh + (size_t)j * hd;
+                    int i = 0;
+                    for (; i + 16 <= hd; i += 16) {
+                        v16 a; __builtin_memcpy(&a, out + i, 64);
+                        a += p * widen_h(vr + i, fmt); __builtin_memcpy(out + i, &a, 64);
+                    }
+                    for (; i < hd; i++) out[i] += p * half_f(vr[i], fmt);
+                    continue;
                 }
-                for (; i < hd; i++) out[i] += p * half_f(vr[i], fmt);
+                const float* vr = V + (size_t)j * hd;
+                for (int i = 0; i < hd; i++) out[i] += p * vr[i];
             }
             const float inv = 1.0f / l;
             for (int i = 0; i < hd; i++) out[i] *= inv;
         }
     }
+}
+// attention over an fp32 cache (head sizes 64 and 128 with AVX-512: attend_cache, the same sums)
+static void attend(const float* q, const float* kc, const float* vc, const float* bias,
+                   float* o, float* sc, int M, int T, int H, int Hkv, int hd, int S, float scale,
+                   int threads) {
+#if defined(__AVX512F__) && !defined(KERNEL_PLAIN_LOOPS) && !defined(KERNEL_ATTEND_PER_HEAD)
+    if (hd == 64 || hd == 128) {  // (KERNEL_ATTEND_PER_HEAD: the loop below, for comparison)
+        attend_cache(q, kc, vc, bias, o, sc, M, T, H, Hkv, hd, S, scale, threads);
+        return;
+    }
+#endif
+    attend_rows(q, kc, vc, bias, o, sc, M, T, H, Hkv, hd, S, scale, 0, threads);
+}
+// attention over a 16-bit cache (fmt BF16 or F16)
+static void attend_h(const float* q, const uint16_t* kc, const uint16_t* vc, const float* bias,
+                     float* o, float* sc, int M, int T, int H, int Hkv, int hd, int S, float scale,
+                     int fmt, int threads) {
+    attend_rows(q, kc, vc, bias, o, sc, M, T, H, Hkv, hd, S, scale, fmt, threads);
 }
 // the spans of a product's weights: fp32 rows where q is NULL, else `bits`-bit q (8: int8,
 // rows_mm_q8's; 4: packed, rows_mm_q4's; BF16, F16: 16-bit floats, rows_mm_h's)
