@@ -122,6 +122,8 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int,
                # hf-static on CUDA and the FUSED methods: their cache's slots at least (one
                # compiled graph for a run)
                cache_len:int|None=None,
+               # the FUSED methods' `fixed_nodes` (`FusedRound`: exact in half precision)
+               fixed_nodes:int|None=None,
               ) -> tuple[list[int], DecodeStats|None, float]:
     "Decode `ids` with one method; returns `(new tokens, DecodeStats or None, seconds)`."
     if method not in METHODS:
@@ -159,7 +161,7 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int,
         out, st = generate_fused(
             target, None if method == "ar-fused" else draft, ids, max_new_tokens, tree=tree,
             chain=FUSED_CHAIN if method.endswith("merged") else 0, max_len=cache_len,
-            compile=compile, sampling=sampling, seed=seed)
+            compile=compile, sampling=sampling, seed=seed, fixed_nodes=fixed_nodes)
     else:
         if method == "ar": drafter = None
         elif method == "flashspec-lookup": drafter = PromptLookupDrafter(depth=tree.depth or 4)
@@ -190,7 +192,7 @@ def _fingerprint(model) -> dict|str|None:
 
 def _journal_config(
     methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens, min_prob, target, draft,
-    engine, compile, adaptive=None, pad_nodes=None, store=None, gate=None,
+    engine, compile, adaptive=None, pad_nodes=None, store=None, gate=None, fixed_nodes=None,
 ) -> dict:
     "What must match for a journal to be resumed: the run's settings, the target and the draft."
     return json.loads(
@@ -214,7 +216,8 @@ def _journal_config(
                     if not pad_nodes
                     else dict(pad_nodes={str(k): v for k, v in sorted(pad_nodes.items())})),
                 **({} if store is None else dict(store=store_config(store))),
-                **({} if not gate else dict(gate=True))))
+                **({} if not gate else dict(gate=True)),
+                **({} if not fixed_nodes else dict(fixed_nodes=fixed_nodes))))
     )  # the costs it reads may be measured again
 
 
@@ -263,6 +266,9 @@ def bench(
     store:Drafter|None=None, # merged into flashspec-merged's trees as well (e.g. a `StoreDrafter`)
     gate:dict|None=None, # flashspec-merged's gate settings (`merge_gate`); None: merged whole
     fused_tree:TreeConfig|None=None, # the FUSED methods' tree (`fused_auto_tree`); None: `tree`
+    # every FUSED method verifies one node count, the largest of their trees' (plain rounds too),
+    # each node over its own keys: their answers then equal ar-fused's in any dtype (07a_half)
+    exact_fused:bool=False,
 ) -> dict:
     "Run `methods` over `prompts`; returns the results dict (see `summarize`)."
     from tqdm.auto import tqdm
@@ -276,12 +282,19 @@ def bench(
     if max_new_tokens < 1: raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}.")
     if len({q["question_id"] for q in prompts}) < len(prompts):
         raise ValueError("question_id must be unique within prompts.")
+    fixed = None  # the FUSED methods' `fixed_nodes`: root, the tree's nodes, the chain's
+    if exact_fused:
+        fm = [m for m in methods if m in FUSED]
+        if not fm: raise ValueError(f"exact_fused is for the fused methods ({', '.join(FUSED)}).")
+        ft = fused_tree if fused_tree is not None else tree
+        fixed = max(1 + (m != "ar-fused") * len(ft.index_paths())
+                    + FUSED_CHAIN * m.endswith("merged") for m in fm)
     records = []
     # header line = the settings; then one record per answer, a question at a time
     if journal is not None:
         journal, config = Path(journal), _journal_config(
             methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens, min_prob, target,
-            draft, engine, compile, adaptive, pad_nodes, store, gate)
+            draft, engine, compile, adaptive, pad_nodes, store, gate, fixed)
         if journal.exists(): records = _read_journal(journal, config, prompts, len(methods))
         # rewritten without any partly run question
         atomic_write(
@@ -294,7 +307,8 @@ def bench(
         len(encode_chat(tokenizer, q["turns"][:1], max_tokens=max_prompt_tokens)) for q in prompts)
     kw = dict(
         min_prob=min_prob, engine=engine, compile=compile, adaptive=adaptive, pad_nodes=pad_nodes,
-        store=store, gate=gate, cache_len=bucket_slots(first + max_new_tokens) if first else None)
+        store=store, gate=gate, cache_len=bucket_slots(first + max_new_tokens) if first else None,
+        fixed_nodes=fixed)
     # s of each method's warm-up call: where a method compiles, the compile is in it
     first_call = {}
     tree_of = lambda m: fused_tree if fused_tree is not None and m in FUSED else tree
@@ -344,7 +358,8 @@ def bench(
     # resumed or not, records in the prompts' order
     order = {q["question_id"]: i for i, q in enumerate(prompts)}
     records.sort(key=lambda r: order[r["question_id"]])
-    return summarize(records, methods, sampling, dict(meta or {}, first_call_s=first_call))
+    fixed = {} if fixed is None else dict(fixed_nodes=fixed)
+    return summarize(records, methods, sampling, dict(meta or {}, first_call_s=first_call, **fixed))
 
 # %% ../nbs/14_bench.ipynb #9dd79c4c
 def _agg(recs, hf_tps, hf_out, greedy):

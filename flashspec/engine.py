@@ -26,9 +26,9 @@ from .util import cpu_id, hardware, median_ms, target_fingerprint
 
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'LARGE_M', 'ENGINES', 'wx_linear', 'up_linear', 'pick_matmul', 'Products', 'put_rows',
-           'group_bias', 'gqa_attention', 'NativeForward', 'TreeInputs', 'accept_tensors', 'greedy_accept',
-           'greedy_accept_batch', 'HFForward', 'allow_recompiles', 'make_forward', 'forward_ms', 'forward_gap',
-           'forward_passes', 'costs_key']
+           'group_bias', 'gqa_attention', 'visible_order', 'row_attention', 'NativeForward', 'TreeInputs',
+           'accept_tensors', 'greedy_accept', 'greedy_accept_batch', 'HFForward', 'allow_recompiles', 'make_forward',
+           'forward_ms', 'forward_gap', 'forward_passes', 'costs_key']
 
 # %% ../nbs/07_engine.ipynb #7caaae8c
 NATIVE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
@@ -185,6 +185,45 @@ def gqa_attention(q:torch.Tensor, # (B, H, T, hd) queries
         q.reshape(B, Hkv, H // Hkv * T, hd), k, v, attn_mask=bias, scale=scale)
     return o.reshape(B, H, T, hd).transpose(1, 2)
 
+def visible_order(bias:torch.Tensor, # (B, 1, T, S) an additive attention bias: 0 where seen
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each query row's visible slots first, in slot order: `(idx (B, T, S), bias (B, 1, T, S))`,
+    `idx[b, t, :c]` the c slots row t sees, the rest slot 0 (hidden, `bias` 0 then min). Tensor
+    ops only (a cumulative sum and a scatter: no sort, nothing copied to the host)."""
+    seen = bias[:, 0] == 0                                                # (B, T, S)
+    S = seen.shape[-1]
+    ar = torch.arange(S, device=bias.device)                               # (S,)
+    rank = seen.cumsum(-1) - 1  # a seen slot's place among the seen ones    (B, T, S)
+    c = rank[..., -1:] + 1  # seen slots per row                              (B, T, 1)
+    place = torch.where(seen, rank, c + (~seen).cumsum(-1) - 1)  # every slot's place, distinct
+    idx = torch.empty_like(place).scatter_(-1, place, ar.expand_as(place))  # place -> slot
+    front = ar < c                                                         # (B, T, S)
+    out = torch.zeros_like(bias[:, 0]).masked_fill_(~front, torch.finfo(bias.dtype).min)
+    return idx.masked_fill_(~front, 0), out[:, None]
+
+def row_attention(q:torch.Tensor, # (B, H, T, hd) queries
+                  k:torch.Tensor, v:torch.Tensor, # (B, Hkv, S, hd) a layer's cached keys, values
+                  idx:torch.Tensor, # (B, T, S) each row's seen slots first (`visible_order`)
+                  bias:torch.Tensor, # (B, 1, T, S) 0 over them, min after (`visible_order`)
+                  scale:float) -> torch.Tensor:
+    """Each query row's attention over its own seen keys and values, taken in slot order to the
+    front of a row of S (the rest slot 0's, hidden): a row's inputs, so its bits, are the same
+    wherever its keys sit in the cache and whatever rows are beside it (a tree's node, and the same
+    token in a plain step); `(B, T, H, hd)`. Plain products, not SDPA: PyTorch's CPU SDPA gives a
+    batch's rows other bits by the thread that runs them (07a_half). It reads T copies of the
+    cache's values: the exact fused round's attention on a GPU, not the CPU's."""
+    B, H, T, hd = q.shape
+    Hkv, S = k.shape[1], k.shape[2]
+    G = H // Hkv  # heads h = j * G + r read key/value head j (Hugging Face's `repeat_kv` order)
+    # every slot's score, each one dot product of hd (fp32, as SDPA computes them)
+    s = q.float().reshape(B, Hkv, G * T, hd) @ k.float().transpose(2, 3)    # (B, Hkv, G*T, S)
+    s = s.view(B, Hkv, G, T, S).gather(4, idx[:, None, None].expand(B, Hkv, G, T, S))
+    p = (s * scale + bias[:, None].float()).softmax(-1).to(v.dtype)         # (B, Hkv, G, T, S)
+    b = torch.arange(B, device=q.device)[:, None, None]                     # (B, 1, 1)
+    vg = v.transpose(1, 2)[b, idx].permute(0, 3, 1, 2, 4)                 # (B, Hkv, T, S, hd)
+    o = p.transpose(2, 3) @ vg  # each row's own values, in its order       (B, Hkv, T, G, hd)
+    return o.permute(0, 2, 1, 3, 4).reshape(B, T, H, hd)
+
 class NativeForward:
     """A plain forward over a Llama-family model's own modules, writing K/V into a `StaticKVCache`
     at explicit slots."""
@@ -279,6 +318,10 @@ class NativeForward:
                  # the index of each row's largest logit instead of the logits (greedy
                  # verification): `head_argmax` where it applies, else the logits' argmax
                  argmax:bool=False,
+                 # each row's attention over its own seen slots, in order (`row_attention`): a
+                 # row's bits do not depend on where its keys sit (PyTorch's layers; the C layers'
+                 # attention needs none)
+                 compact:bool=False,
                 ):
         """Returns `(logits (B, T or R, V), features (B, T, len(layers) * d) or None)`; with
         `argmax`, `(B, T or R)` token ids in place of the logits."""
@@ -290,14 +333,16 @@ class NativeForward:
         form = head_form = None
         if run is not None and run != self.run: form, head_form = self.form(B * T), self.form(B * R)
         return (run or self.run)(
-            cache, tokens, positions, slots, bias, tuple(layers), rows, form, head_form, argmax)
+            cache, tokens, positions, slots, bias, tuple(layers), rows, form, head_form, argmax,
+            compact)
 
     @torch.no_grad()
     def run(self, cache, tokens, positions, slots, bias, layers, rows,
             form:str|None, head_form:str|None, # None: `self.form` of the rows, where needed
-            argmax:bool=False):
+            argmax:bool=False, compact:bool=False):
         """The forward itself, with the product forms given (`form` for the layers, `head_form` for
-        the head; see `Products.lin`); with `argmax`, each row's top token id, not its logits."""
+        the head; see `Products.lin`); with `argmax`, each row's top token id, not its logits; with
+        `compact`, `row_attention` (a forward with a bias, through PyTorch's layers)."""
         attn = ALL_ATTENTION_FUNCTIONS.get_interface(
             self.model.config._attn_implementation, eager_attention_forward)
         B, T = tokens.shape
@@ -323,7 +368,9 @@ class NativeForward:
             x, got = llama_layers(c, x, cos, sin, cache.keys, cache.values, slots, bias, layers)
         else:
             lin = Products.lin(self.form(B * T) if form is None else form)
-            if sdpa and not first: gbias = group_bias(bias, groups)
+            compact = compact and not first
+            if compact: ridx, rbias = visible_order(bias)  # (B, T, S), (B, 1, T, S): every layer's
+            elif sdpa and not first: gbias = group_bias(bias, groups)
         for i, layer in enumerate(() if in_c else self.layers):
             if i in layers: got[i] = x
             a, h = layer.self_attn, layer.input_layernorm(x)
@@ -341,6 +388,8 @@ class NativeForward:
                 o = F.scaled_dot_product_attention(
                     q, cache.keys[i][:, :, :T], cache.values[i][:, :, :T], is_causal=True,
                     scale=a.scaling, enable_gqa=groups > 1).transpose(1, 2)
+            elif compact:
+                o = row_attention(q, cache.keys[i], cache.values[i], ridx, rbias, a.scaling)
             elif sdpa: o = gqa_attention(q, cache.keys[i], cache.values[i], gbias, a.scaling)
             else:
                 o, _ = attn(
@@ -585,7 +634,8 @@ def make_forward(
             f"A {dt} target through {how} forward: in half precision a row's arithmetic there"
             " depends on how many rows are verified with it, so speculative answers may part from"
             " this target's own plain decoding at near-ties. flashspec's exact half-precision"
-            " forward is its C layers (Llama, Mistral, Qwen2, Qwen3 on the CPU; 07a_half).",
+            " forwards are its C layers (Llama, Mistral, Qwen2, Qwen3 on the CPU) and, on a GPU,"
+            " the fused round with `fixed_nodes` (`flashspec bench --exact-fused`; 07a_half).",
             stacklevel=2)
     kept[key] = f
     return f

@@ -39,9 +39,9 @@ def test_planned_commands_parse(tmp_path, extra):
                 args = parser().parse_args(cmd[3:])  # an unknown or renamed option exits here
                 assert args.device == "cuda", (name, cmd)
                 n += 1
-    # the benches (bench-hf runs two, exact-bf16 one), the sampled answers and the two distill
+    # the benches (bench-hf runs two, exact-bf16 two), the sampled answers and the two distill
     # runs (the batch and gap phases run in the script)
-    assert n == 13
+    assert n == 14
     # what comes back: the archive and a copy of session.json (a run returns at most 8 files)
     assert sorted(f.name for f in out.iterdir()) == ["gpu-session.tgz", "session.json"]
     with tarfile.open(out/"gpu-session.tgz") as t:

@@ -43,7 +43,9 @@ questions):
   exact-bf16   issue 70 on the GPU: `forward_gap` of the bf16 target (fp32 beside it) through the
                native eager forward after 300 tokens, a token among 4 and 64 rows against alone
                and against alone padded to as many rows (fixed shapes), then the fused round's
-               answers against its own plain decoding's (`ar-fused`) on 80 first turns in bf16
+               answers against its own plain decoding's (`ar-fused`) on 80 first turns in bf16,
+               as it is and exact (`--exact-fused`: every forward at the largest tree's node
+               count, each row over its own keys, 07a_half), the cost of exactness their ratio
   bench-hf     issue 12's table, bf16, one first turn, 48 tokens (eager hf costs about 109 ms a token
                there): hf and hf-assisted (its assistant the distilled slice: Hugging Face's assisted
                generation takes a causal LM), then hf, hf-static, ar-fused and flashspec-fused-merged
@@ -87,7 +89,9 @@ with this machine's costs cached; `--phases train --budget 600` ran the tiny sam
 and training to the end in 47 s; again 2026-12-06 on a 2-core Intel Xeon with that day's code: all
 seven "ok" in 3.2 minutes, `batch` the longest at 83 of its 122 s, and the train phase in 60 s; and
 that night with commit aba4983's code: all seven "ok" in 4.0 minutes, `batch` 123 of its 135 s, the
-train phase 31 s). A CPU cannot record a CUDA graph: the fused phases run their rounds eagerly here:
+train phase 31 s; 2026-12-07 on an AMD EPYC with AVX-512, after `--exact-fused` joined `exact-bf16`:
+seven "ok" in 6.6 minutes on a fresh machine, `batch` out of time at 130 s while it measured the costs,
+so `bench-fp32` gave it 5 s back). A CPU cannot record a CUDA graph: the fused phases run eagerly here:
   .venv/bin/python tools/gpu_session.py --device cpu --tiny --out /tmp/gpu-rehearsal --budget 600
 The first H200 run (2026-12-04) learned what the shares are now sized by: a fresh machine spends
 about 35 s measuring the cost model's costs in the first bench, eager `hf` takes about 10 s an
@@ -211,7 +215,7 @@ def plan(a) -> dict:
                 "--first-turns", "--max-new-tokens", 8 if tiny else 64, "--methods", "hf",
                 "flashspec-fused-merged", "--depth", 4, "--width", 3,
                 "--out", o/"bench-fp32.json", "--plot", o/"bench-fp32.png")],
-            0.16),
+            0.13),
         "batch": (
             [
                 [sys.executable, __file__, "--batch-phase", o / "batch.json", "--device", dev]
@@ -219,15 +223,18 @@ def plan(a) -> dict:
             0.16),
         # issue 70 on the GPU: how far a bf16 row moves with the rows beside it (`forward_gap`,
         # natural and fixed shapes), then the fused round's answers against its own plain
-        # decoding's in bf16 on 80 first turns (identical to ar-fused: what exactness must fix)
+        # decoding's in bf16 on 80 first turns, natural (what exactness must fix), then exact
+        # (`--exact-fused`: fixed shapes, each row over its own keys; its cost: the tokens/s of
+        # the two runs)
         "exact-bf16": (
             [[sys.executable, __file__, "--gap-phase", o / "gap-bf16.json", "--device", dev]
-             + (["--tiny"] if tiny else []),
-             flashspec(
-                 "bench", "--device", dev, "--dtype", "bfloat16", "--limit", 2 if tiny else 80,
-                 "--first-turns", "--max-new-tokens", 8 if tiny else 64, "--methods", "ar-fused",
-                 "flashspec-fused-merged", "--fused-tree", "--out", o/"exact-bf16.json")],
-            0.08),
+             + (["--tiny"] if tiny else [])]
+            + [flashspec(
+                "bench", "--device", dev, "--dtype", "bfloat16", "--limit", 2 if tiny else 80,
+                "--first-turns", "--max-new-tokens", 8 if tiny else 64, "--methods", "ar-fused",
+                "flashspec-fused-merged", "--fused-tree", "--out", o/f"exact-bf16{x}.json", *more)
+               for x, more in (("", []), ("-fixed", ["--exact-fused"]))],
+            0.11),
         # issue 14's "identical outputs in fp32": a fused batch of 8 against each request alone
         "batch-fp32": (
             [

@@ -67,6 +67,12 @@ def add_bench(sub):
         help=(
             "the fused methods verify the fused round's own tree (fused_auto_tree: its costs"
             " measured on this device, cached) instead of the run's"))
+    b.add_argument(
+        "--exact-fused", action="store_true",
+        help=(
+            "the fused methods verify one node count, their largest tree's (ar-fused's plain"
+            " rounds too), each node over its own keys: their answers equal ar-fused's in any"
+            " dtype, bf16 on a GPU included (07a_half)"))
     b.set_defaults(fn=cmd_bench)
     return b
 
@@ -129,7 +135,7 @@ def cmd_bench(args):
         target, tok, draft, prompts, args.methods, args.max_new_tokens, s, args.tree, args.repeats,
         meta=meta, min_prob=args.min_prob, journal=journal, engine=args.engine,
         compile=args.compile, adaptive=adaptive, pad_nodes=getattr(args, "pad_nodes", None),
-        store=store, gate=gate, fused_tree=ft)
+        store=store, gate=gate, fused_tree=ft, exact_fused=getattr(args, "exact_fused", False))
     atomic_write(args.out, lambda tmp: Path(tmp).write_text(json.dumps(res, indent=1)))
     journal.unlink()
     print(meta["label"]); print(table(res))

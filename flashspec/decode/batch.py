@@ -496,6 +496,10 @@ def generate_fused_batch(target, # the target causal LM (a family with a native 
                          compile:bool=False, # `torch.compile` the target's forward (`FusedRound`)
                          streamer=None, # called as `streamer(request index, new tokens)`
                          seed:int|None=None, # sampled: seeds the batch's one generator
+                         # every row's forward verifies this many nodes, each over its own keys
+                         # (`FusedRound`): a tree's output equals plain batches' of the same count
+                         fixed_nodes:int|None=None,
+                         forward=None, # the target's `NativeForward` (default `make_forward`'s)
                         ) -> list[Result]:
     """Requests decoded together through one `FusedRound` of `batch_size` rows (continuous
     batching): one `Result` per request, in order, each the target's own greedy output, or a sample
@@ -529,14 +533,16 @@ def generate_fused_batch(target, # the target causal LM (a family with a native 
                                  " generate_batch for seeds of their own.")
             if len(ids) < 2:
                 raise ValueError("The fused round needs a prompt of at least 2 tokens.")
-            need = check_room(target, len(ids), req.max_new_tokens, t.n_nodes, max_len)
+            need = check_room(
+                target, len(ids), req.max_new_tokens, max(t.n_nodes, fixed_nodes or 0), max_len)
             queue.append((i, req, ids, need))
         except ValueError as e:
             results[i] = Result(req, error=str(e))
     if not queue: return results
     size = max_len or bucket_slots(max(q[3] for q in queue))
     r = kept_round(
-        target, fd, tree, size, chain, graph, compile, min(batch_size, len(queue)), sampling)
+        target, fd, tree, size, chain, graph, compile, min(batch_size, len(queue)), sampling,
+        fixed_nodes, forward)
     seed_round(r, seed)
     for b in range(r.B): r.stop(b)
     rows, rounds, dev = [None] * r.B, 0, r.ar_m.device

@@ -69,8 +69,14 @@ class FusedRound:
                  batch_size:int=1, # rows: requests decoded together, one per row (`start`)
                  # sampled verification (None or greedy: argmax); drafts stay the top tokens
                  sampling:Sampling|None=None,
+                 # every round's target forward verifies this many nodes (the tree padded), each
+                 # node's attention over its own seen keys (`row_attention`): the output does not
+                 # depend on the tree, so in half precision on a GPU it equals plain decoding's
+                 # with the same `fixed_nodes` (07a_half). None: the tree's own nodes
+                 fixed_nodes:int|None=None,
+                 forward:NativeForward|None=None, # the target's (default `make_forward`'s)
                 ):
-        fwd = make_forward(target, "native")
+        fwd = forward or make_forward(target, "native")
         if not isinstance(fwd, NativeForward):
             raise ValueError(
                 f"The fused round needs a native forward; {target.config.model_type!r} has none.")
@@ -96,11 +102,17 @@ class FusedRound:
         self.run = torch.compile(fwd.run, dynamic=False) if compile else fwd.run
         self.tree, self.own, chain_nodes = fused_tree(paths, chain)
         B, N, D = batch_size, self.tree.n_nodes, self.tree.max_depth
-        self.B, self.N, self.D, self.M = B, N, D, D + 1  # M: rows a round commits at most
+        if fixed_nodes is not None and (type(fixed_nodes) is not int or fixed_nodes < N):
+            raise ValueError(f"fixed_nodes must be an int of at least the tree's {N} nodes, got"
+                             f" {fixed_nodes!r}.")
+        # P: nodes the target's forward verifies (N, or the fixed count: padding after the tree)
+        self.fixed, P = fixed_nodes, fixed_nodes or N
+        # M: rows a round commits at most
+        self.B, self.N, self.P, self.D, self.M = B, N, P, D, D + 1
         self.cache = StaticKVCache(target, max_len, B)
-        self.tti = TreeInputs(self.tree, max_len, dev, dt)
+        self.tti = TreeInputs(self.tree, max_len, dev, dt, n_pad=P)
         self.layers = () if fd is None else tuple(fd.layers)
-        self.form = fwd.form(B * N)  # the product form for B x N rows, chosen once
+        self.form = fwd.form(B * P)  # the product form for B x P rows, chosen once
         self.ar_m = torch.arange(self.M, device=dev)
         # the state a round reads and writes in place (addresses fixed for the graph); a row
         # without a request idles at 2 tokens (every index it makes stays in range), never advances
@@ -143,8 +155,8 @@ class FusedRound:
         if not 0 <= row < self.B: raise ValueError(f"Row {row} is not in a batch of {self.B}.")
         if self.n_host[row]: raise ValueError(f"Row {row} is busy.")
         if L < 2: raise ValueError("The fused round needs a prompt of at least 2 tokens.")
-        if L + self.N > self.max_len:
-            raise ValueError(f"A prompt of {L} tokens and a tree of {self.N} need more than "
+        if L + self.P > self.max_len:
+            raise ValueError(f"A prompt of {L} tokens and a tree of {self.P} need more than "
                              f"{self.max_len} slots.")
         view = rows_view(self.cache, row, row + 1)
         view.lengths.zero_()
@@ -193,9 +205,9 @@ class FusedRound:
         live = [b for b in range(self.B) if self.n_host[b]]
         # a write past the buffers would be a device-side fault on CUDA: refused here instead
         for b in live:
-            if self.n_host[b] - 1 + self.N > self.max_len:
+            if self.n_host[b] - 1 + self.P > self.max_len:
                 raise ValueError(
-                    f"No room for another round: {self.n_host[b]} tokens and a tree of {self.N}"
+                    f"No room for another round: {self.n_host[b]} tokens and a tree of {self.P}"
                     f" in {self.max_len} slots (row {b}).")
         if self.C:
             chains = [[0] * self.C] * self.B
@@ -253,13 +265,14 @@ def fused_round(r:FusedRound) -> None:
     """One round on `r`'s buffers: per row, `r.res[b]` = the new tokens (D+1, the first `k+1` real),
     `k+1`, the accepted path (D+1). Rows without a request run too, and change nothing. Greedy, or
     sampled (`r.sampling`): lossless for a fixed tree of top tokens (see `accept_tensors`)."""
-    n, m, N, M, ti = r.n, r.m, r.N, r.M, r.tti
+    n, m, N, M, ti = r.n, r.m, r.P, r.M, r.tti  # N: the nodes verified (padding included)
     root = r.ftoks.gather(1, (m - 1)[:, None])                               # (B, 1) last bonus
     toks = torch.cat([root, root.new_zeros(r.B, N - 1)], 1)                  # (B, N)
     if r.fd is not None: toks = draft_levels(r, toks)
     if r.C: toks = toks.index_copy(1, r.chain_idx, r.chain)
     bias, pos, slots = ti.build(n - 1)  # each row's root at its slot n - 1
-    logits, feats = r.run(r.cache, toks, pos, slots, bias, r.layers, None, r.form, r.form)
+    logits, feats = r.run(r.cache, toks, pos, slots, bias, r.layers, None, r.form, r.form,
+                          compact=r.fixed is not None)
     rows = lambda t: t.expand(r.B, *t.shape)  # the tree's (N, ...) tensors, one per row
     # sampled: one token drawn from the target after every node, the walk follows the draws
     drawn = None if r.sampling is None else sample_tokens(logits, r.sampling, r.gen)
@@ -282,17 +295,19 @@ def fused_round(r:FusedRound) -> None:
 
 # %% ../../nbs/10b_fused.ipynb #f0000015
 def kept_round(target, fd, tree:TreeConfig|None, max_len:int, chain:int, graph:bool|None,
-               compile:bool, batch_size:int=1, sampling:Sampling|None=None) -> FusedRound:
+               compile:bool, batch_size:int=1, sampling:Sampling|None=None,
+               fixed_nodes:int|None=None, forward:NativeForward|None=None) -> FusedRound:
     """The `FusedRound` of these arguments with at least `max_len` slots, kept with the target (made
     on the first call): its graph is recorded once."""
     kept = target.__dict__.setdefault("_flashspec_fused", {})
     paths = () if fd is None else (tree or TreeConfig()).index_paths()
     sampling = None if sampling is None or sampling.greedy else sampling
-    key = (id(fd), paths, chain, graph, compile, batch_size, sampling)
+    key = (id(fd), paths, chain, graph, compile, batch_size, sampling, fixed_nodes, id(forward))
     r = kept.get(key)
-    if r is None or r.max_len < max_len:  # (r holds fd: its id is not reused while r lives)
-        r = kept[key] = FusedRound(
-            target, fd, tree, max_len, chain, graph, compile, batch_size, sampling)
+    # (r holds fd and forward: their ids are not reused while r lives)
+    if r is None or r.max_len < max_len:
+        r = kept[key] = FusedRound(target, fd, tree, max_len, chain, graph, compile, batch_size,
+                                   sampling, fixed_nodes, forward)
     return r
 
 def seed_round(r:FusedRound, seed:int|None) -> None:
@@ -316,6 +331,10 @@ def generate_fused(target, # the target causal LM (a family with a native forwar
                    streamer=None, # called with each round's committed tokens (list of ints)
                    sampling:Sampling|None=None, # default: greedy
                    seed:int|None=None, # seeds the draws (on a GPU graph: the device's generator)
+                   # every forward verifies this many nodes, each over its own keys: the output of
+                   # any tree equals plain decoding's with the same count (`FusedRound`, 07a_half)
+                   fixed_nodes:int|None=None,
+                   forward:NativeForward|None=None, # the target's (default `make_forward`'s)
                   ) -> tuple[list[int], DecodeStats]:
     """Speculative decoding with `FusedRound`: `(new token ids, DecodeStats)`, the target's own
     greedy output, or a sample of its own distribution."""
@@ -324,8 +343,10 @@ def generate_fused(target, # the target causal LM (a family with a native forwar
         target, input_ids, max_new_tokens, sampling, seed, eos_token_id, tree)
     paths = () if fd is None else (tree or TreeConfig()).index_paths()
     t = fused_tree(paths, chain)[0]
-    need = bucket_slots(check_room(target, len(ids), max_new_tokens, t.n_nodes, None))
-    r = kept_round(target, fd, tree, max(need, max_len or 0), chain, graph, compile, 1, sampling)
+    nodes = max(t.n_nodes, fixed_nodes or 0)
+    need = bucket_slots(check_room(target, len(ids), max_new_tokens, nodes, None))
+    r = kept_round(target, fd, tree, max(need, max_len or 0), chain, graph, compile, 1, sampling,
+                   fixed_nodes, forward)
     seed_round(r, seed)
     stats = DecodeStats()
     r.stop(0); r.start(ids.to(r.ar_m.device))
