@@ -281,7 +281,7 @@ static void attend_cache(const float* q, const float* kc, const float* vc, const
         #pragma omp barrier
 #if defined(VEXP)
         for (int t0 = t; t0 < MH; t0 += 4 * nt) {  // 2: four of this thread's (row, head)s at once
-            const float* ps[4]; int tk[4], n4 = 0, ulo = S, uhi = 0;
+            const float* ps[4] = {0}; int tk[4], n4 = 0, ulo = S, uhi = 0;  // n4 >= 1 below
             for (int task = t0; task < MH && n4 < 4; task += nt) {
                 const float* br = bias + (size_t)(task / H) * S; float* s = P + (size_t)task * S;
                 int lo, hi; const float mx = open_max(s, br, S, &lo, &hi);
