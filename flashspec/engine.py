@@ -634,8 +634,8 @@ def make_forward(
             f"A {dt} target through {how} forward: in half precision a row's arithmetic there"
             " depends on how many rows are verified with it, so speculative answers may part from"
             " this target's own plain decoding at near-ties. flashspec's exact half-precision"
-            " forwards are its C layers (Llama, Mistral, Qwen2, Qwen3 on the CPU) and, on a GPU,"
-            " the fused round with `fixed_nodes` (`flashspec bench --exact-fused`; 07a_half).",
+            " forward is its C layers (Llama, Mistral, Qwen2, Qwen3 on the CPU); for a GPU, the"
+            " fused round with `fixed_nodes` (`flashspec bench --exact-fused`; 07a_half).",
             stacklevel=2)
     kept[key] = f
     return f

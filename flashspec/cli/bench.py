@@ -71,8 +71,8 @@ def add_bench(sub):
         "--exact-fused", action="store_true",
         help=(
             "the fused methods verify one node count, their largest tree's (ar-fused's plain"
-            " rounds too), each node over its own keys: their answers equal ar-fused's in any"
-            " dtype, bf16 on a GPU included (07a_half)"))
+            " rounds too), each node over its own keys, so that their answers equal ar-fused's"
+            " in any dtype (07a_half: rehearsed on the CPU's PyTorch kernels, not yet on a GPU)"))
     b.set_defaults(fn=cmd_bench)
     return b
 

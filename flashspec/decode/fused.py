@@ -70,9 +70,9 @@ class FusedRound:
                  # sampled verification (None or greedy: argmax); drafts stay the top tokens
                  sampling:Sampling|None=None,
                  # every round's target forward verifies this many nodes (the tree padded), each
-                 # node's attention over its own seen keys (`row_attention`): the output does not
-                 # depend on the tree, so in half precision on a GPU it equals plain decoding's
-                 # with the same `fixed_nodes` (07a_half). None: the tree's own nodes
+                 # node's attention over its own seen keys (`row_attention`): a node's arithmetic
+                 # does not depend on the tree, so that in half precision the output is plain
+                 # decoding's with the same `fixed_nodes` (07a_half). None: the tree's own nodes
                  fixed_nodes:int|None=None,
                  forward:NativeForward|None=None, # the target's (default `make_forward`'s)
                 ):
