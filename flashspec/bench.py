@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 from .api import fast_drafter
 from .decode.fused import FUSED_CHAIN, generate_fused
+from .decode.fused import fused_tree as round_tree
 from .decode.loop import DecodeStats, eos_set, speculate
 from .decode.monitor import monitor
 from .drafters.adaptive import AdaptiveConfig
@@ -282,13 +283,13 @@ def bench(
     if max_new_tokens < 1: raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}.")
     if len({q["question_id"] for q in prompts}) < len(prompts):
         raise ValueError("question_id must be unique within prompts.")
-    fixed = None  # the FUSED methods' `fixed_nodes`: root, the tree's nodes, the chain's
+    fixed = None  # the FUSED methods' `fixed_nodes`: their largest round's nodes (`round_tree`)
     if exact_fused:
         fm = [m for m in methods if m in FUSED]
         if not fm: raise ValueError(f"exact_fused is for the fused methods ({', '.join(FUSED)}).")
         ft = fused_tree if fused_tree is not None else tree
-        fixed = max(1 + (m != "ar-fused") * len(ft.index_paths())
-                    + FUSED_CHAIN * m.endswith("merged") for m in fm)
+        fixed = max(round_tree(() if m == "ar-fused" else ft.index_paths(),
+                               FUSED_CHAIN if m.endswith("merged") else 0)[0].n_nodes for m in fm)
     records = []
     # header line = the settings; then one record per answer, a question at a time
     if journal is not None:
