@@ -8,6 +8,7 @@ import functools
 import statistics
 import time
 import torch
+from pathlib import Path
 import torch.nn.functional as F
 import warnings
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
@@ -16,7 +17,7 @@ from transformers.models.llama.modeling_llama import eager_attention_forward
 from .kernel.build import (
     draft_int4_on, draft_int8_on, exact_int4_on, exact_int8_on, head_argmax_on, kernel_id,
     layer_kernel_on, rows_kernel)
-from .kernel.formats import HALF_CODES, int8_copy
+from .kernel.formats import HALF_CODES, half_grids, int8_copy
 from .kernel.layers import fresh_args, layer_args, layers_ok, llama_layers
 from .kernel.products import head_argmax, rows_linear, rows_ok, rows_q8
 from .kvcache import StaticKVCache, causal_bias
@@ -26,7 +27,7 @@ from .util import cpu_id, hardware, median_ms, target_fingerprint
 
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'LARGE_M', 'ENGINES', 'wx_linear', 'up_linear', 'pick_matmul', 'Products', 'put_rows',
-           'group_bias', 'gqa_attention', 'visible_order', 'row_attention', 'NativeForward', 'TreeInputs',
+           'group_bias', 'gqa_attention', 'visible_order', 'row_attention', 'find_grids', 'NativeForward', 'TreeInputs',
            'accept_tensors', 'greedy_accept', 'greedy_accept_batch', 'HFForward', 'allow_recompiles', 'make_forward',
            'forward_ms', 'forward_gap', 'forward_passes', 'costs_key']
 
@@ -224,6 +225,21 @@ def row_attention(q:torch.Tensor, # (B, H, T, hd) queries
     o = p.transpose(2, 3) @ vg  # each row's own values, in its order       (B, Hkv, T, G, hd)
     return o.permute(0, 2, 1, 3, 4).reshape(B, T, H, hd)
 
+def find_grids(model) -> int:
+    """`half_grids(model, its checkpoint folder)` once for a bf16 or fp16 model on the CPU loaded
+    from a local folder (`name_or_path`), so that its C layers read the 4-bit grids its weights were
+    rounded from where the folder's fp32 weights hold them; the count of layers given one (0 where
+    nothing is to be found, or it was looked for before at this dtype)."""
+    w = next((p for p in model.parameters() if p.dim() == 2), None)
+    where = Path(getattr(model, "name_or_path", None) or "/nonexistent")
+    if (w is None or w.dtype not in HALF_CODES or w.device.type != "cpu"
+            or not where.is_dir() or not any(where.glob("*.safetensors"))):
+        return 0
+    key = (str(where.resolve()), w.dtype)
+    if model.__dict__.get("_flashspec_grids_from") == key: return 0
+    model.__dict__["_flashspec_grids_from"] = key
+    return half_grids(model, where)
+
 class NativeForward:
     """A plain forward over a Llama-family model's own modules, writing K/V into a `StaticKVCache`
     at explicit slots."""
@@ -262,6 +278,7 @@ class NativeForward:
         runs."""
         if not self.layer_kernel: return None
         def read():
+            find_grids(self.model)
             args = [layer_args(l) for l in self.layers]
             return args if all(a is not None for a in args) else False
         self._c_held = fresh_args(self._c_held, read)
@@ -404,7 +421,7 @@ class NativeForward:
         hq = int8_copy(self.head) if few else None
         feats = torch.cat([got[l] for l in layers], -1) if layers else None  # in `layers` order
         # greedy: the same ids as the logits' argmax, most logits never computed (`head_argmax`)
-        best = head_argmax(h, self.head) if argmax and hq else None
+        best = head_argmax(h, self.head) if argmax and few else None
         if best is not None: return best, feats
         if hq: logits = rows_q8(h, *hq, self.head.bias)
         else:

@@ -21,7 +21,7 @@ from ..util import cache_dir, cpuinfo
 __all__ = ['CSRC', 'SOURCES', 'KERNEL_FLAGS', 'KERNEL_PARTS', 'c_compiler', 'kernel_flags', 'kernel_source', 'cpu_identity',
            'kernel_file', 'build_kernel', 'load_kernel', 'check_owner', 'check_whole', 'rows_kernel', 'kernel_id',
            'kernel_status', 'kernel_part_on', 'exact_int8_on', 'exact_int4_on', 'draft_int8_on', 'draft_int4_on',
-           'head_argmax_on', 'layer_kernel_on', 'stack_on']
+           'half_int4_on', 'head_argmax_on', 'layer_kernel_on', 'stack_on']
 
 # %% ../../nbs/06_kernel.ipynb #kn000008
 # the kernel's C sources, shipped with the package; kernel.c includes the other two
@@ -94,6 +94,8 @@ def build_kernel(cc:str, out:Path,
 def load_kernel(path:Path): # a library `build_kernel` wrote
     """Its `rows_mm` as a ctypes function, with `rows_mm_q8` as `.q8`, `rows_mm_q4` as `.q4`,
     `rows_mm_h` (bf16 and fp16 weights) as `.h` (`half_round`, its rounding, as `.half_round`),
+    `rows_mm_q4h` (4-bit grids rounded to bf16 or fp16) as `.q4h` (`.q4_table`: whether 4-bit
+    weights are picked from a table, AVX-512 builds),
     `llama_layer` as `.layer`, `llama_stack` as `.stack`, `feature_layer` as `.feature`,
     `feature_step` as `.step`, `exp_rows` as `.exp` (`.exp.lanes`: 16 or 1) and `head_argmax` as
     `.argmax` (None where the build has none: it needs AVX-512 VNNI); raises `OSError` if the
@@ -154,11 +156,13 @@ def check_whole(path:Path):
 def _bind(lib): # a loaded `ctypes.CDLL` of the kernel
     "`load_kernel`'s function table from the library (`AttributeError` for a missing function)."
     fn, fn.q8, fn.q4, fn.h = lib.rows_mm, lib.rows_mm_q8, lib.rows_mm_q4, lib.rows_mm_h
+    fn.q4h, fn.q4_table = lib.rows_mm_q4h, bool(lib.q4_table())
     fn.layer, fn.feature = lib.llama_layer, lib.feature_layer
     fn.restype, fn.argtypes = None, [ctypes.c_void_p] * 3 + [ctypes.c_int] * 4
     for f in (fn.q8, fn.q4):
         f.restype, f.argtypes = None, [ctypes.c_void_p] * 5 + [ctypes.c_int] * 5
     fn.h.restype, fn.h.argtypes = None, [ctypes.c_void_p] * 3 + [ctypes.c_int] * 5
+    fn.q4h.restype, fn.q4h.argtypes = None, [ctypes.c_void_p] * 5 + [ctypes.c_int] * 6
     fn.half_round = lib.half_round  # the 16-bit layers' rounding (for tests)
     fn.half_round.restype = None
     fn.half_round.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_longlong, ctypes.c_int]
@@ -181,7 +185,7 @@ def _bind(lib): # a loaded `ctypes.CDLL` of the kernel
     try: fn.argmax = lib.head_argmax
     except AttributeError: fn.argmax = None
     if fn.argmax is not None:
-        fn.argmax.restype, fn.argmax.argtypes = None, [P] * 7 + [I] * 3 + [P, I]
+        fn.argmax.restype, fn.argmax.argtypes = None, [P] * 8 + [I] + [P] + [I] * 3 + [P, I]
     return fn
 
 def rows_kernel(refresh:bool=False): # look again (after changing `$CC` or `FLASHSPEC_KERNEL`)
@@ -250,7 +254,7 @@ def kernel_status() -> str:
 
 # %% ../../nbs/06_kernel.ipynb #ksw00002
 KERNEL_PARTS = ("layers", "stack", "exact-int8", "exact-int4", "draft-int8", "draft-int4",
-                "head-argmax")
+                "head-argmax", "half-int4")
 
 def kernel_part_on(part:str) -> bool:
     """Whether `part` of the kernel (`KERNEL_PARTS`) is on: not named in `$FLASHSPEC_KERNEL_OFF`. A
@@ -279,6 +283,11 @@ def draft_int8_on() -> bool:
 def draft_int4_on() -> bool:
     "Whether those copies may be 4-bit (`draft_int4_copy`; part `draft-int4`)."
     return draft_int8_on() and kernel_part_on("draft-int4")
+
+def half_int4_on() -> bool:
+    """Whether a bf16 or fp16 layer's products may read the 4-bit grids its weights were rounded
+    from (`half_int4_copy`; part `half-int4`)."""
+    return kernel_part_on("half-int4")
 
 def head_argmax_on() -> bool:
     """Whether greedy verification may take the head's argmax through `head_argmax` (part

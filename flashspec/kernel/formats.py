@@ -5,13 +5,14 @@
 # %% ../../nbs/06a_formats.ipynb #06a_foh0
 from __future__ import annotations
 import torch
+from pathlib import Path
 from .build import (
-    draft_int4_on, draft_int8_on, exact_int4_on, exact_int8_on, head_argmax_on)
+    draft_int4_on, draft_int8_on, exact_int4_on, exact_int8_on, half_int4_on, head_argmax_on)
 
 # %% auto #0
 __all__ = ['INT8_GROUP', 'HALF_CODES', 'int8_groups', 'groups_fit', 'exact_q8', 'dequantize_q8', 'pack_q4', 'unpack_q4',
            'fp32_cpu', 'float_code', 'int8_copy', 'int4_copy', 'draft_int8_copy', 'draft_int4_copy', 'draft_copy',
-           'nearest_q4', 'argmax_copy']
+           'nearest_q4', 'argmax_copy', 'half_grids', 'half_int4_copy', 'half_argmax_copy']
 
 # %% ../../nbs/06a_formats.ipynb #q8w00002s2
 # inputs per scale and offset (*INT8 weights through the kernel* measures 32, 64 and a whole row)
@@ -194,3 +195,89 @@ def argmax_copy(l) -> tuple|None:
         ok = q.shape[1] % 64 == 0 and s.shape[1] * 32 == q.shape[1] and not bool(o.any())
         return (q, s, o, *_bounds(q, s)) if ok else None
     return _from_copy(l, "_flashspec_argmax", c, bound)
+
+# %% ../../nbs/06a_formats.ipynb #hf000002
+_HALF_CODES = (16, 17)  # `float_code`'s bf16 and fp16
+
+def _half_key(w) -> tuple|None:
+    "What a copy of a 16-bit CPU weight is kept under: its address, version, dtype and shape."
+    if float_code(w) not in _HALF_CODES: return None
+    try: return (w.data_ptr(), w._version, w.dtype, tuple(w.shape))
+    except RuntimeError: return None  # an inference-mode tensor keeps no version
+
+def _fp32_source(source) -> tuple:
+    """`(names, get)`: the fp32 tensors' names in `source` (a folder of `*.safetensors` files, or a
+    mapping of names to tensors) and a function reading one by name (None where it is not fp32)."""
+    if not isinstance(source, (str, Path)):
+        return set(source), lambda k: source[k] if source[k].dtype == torch.float32 else None
+    from safetensors import safe_open
+    where = {}
+    for f in sorted(Path(source).glob("*.safetensors")):
+        with safe_open(str(f), "pt") as h:
+            for k in h.keys():
+                if h.get_slice(k).get_dtype() == "F32": where[k] = f
+    def get(k):
+        with safe_open(str(where[k]), "pt") as h: return h.get_tensor(k)
+    return set(where), get
+
+def half_grids(model:torch.nn.Module, # bf16 or fp16 `nn.Linear` layers on the CPU
+               source, # the fp32 weights they were rounded from: a checkpoint folder, a state dict
+              ) -> int:
+    """Keep with each bf16 or fp16 `nn.Linear` of `model` on the CPU the exact 4-bit grid of the
+    fp32 weight it was rounded from (`exact_q8`, codes 0..15 in groups of a multiple of 32), where
+    rounding every grid value to the layer's dtype gives its weight bit for bit; `half_int4_copy`
+    then hands it to the C layer. Reads one tensor at a time; returns how many layers have one."""
+    names, get, n = None, None, 0
+    for name, l in model.named_modules():
+        w = getattr(l, "weight", None)
+        if type(l) is not torch.nn.Linear or (key := _half_key(w)) is None: continue
+        if names is None: names, get = _fp32_source(source)
+        if name + ".weight" not in names: continue
+        src = get(name + ".weight")  # finite only (C rounds a grid's values without NaN checks)
+        c = (None if src is None or tuple(src.shape) != tuple(w.shape)
+             or not bool(torch.isfinite(src).all()) else exact_q8(src))
+        if c is None: continue
+        q, s, o = c
+        if (q.shape[1] // s.shape[1]) % 32 or int(q.min()) < 0 or int(q.max()) > 15: continue
+        # bit for bit, signed zeros too: the rounded grid against the weight's own bits
+        if not torch.equal(dequantize_q8(q, s, o, w.dtype).view(torch.int16),
+                           w.detach().view(torch.int16)):
+            continue
+        l.__dict__["_flashspec_half4"] = (key, (pack_q4(q), s, o)); n += 1
+    return n
+
+def half_int4_copy(l) -> tuple|None:
+    """`(q (N, K // 2) uint8, s, o (N, K // G))` of a bf16 or fp16 `nn.Linear` that `half_grids`
+    gave a grid, while its weight keeps the storage and version it had then, else None: each grid
+    value `q · s + o` rounded to the weight's dtype is the weight, so `rows_mm_q4h` over it sums
+    the same products as `rows_mm_h` over the weight, reading about a quarter of the bytes."""
+    held = l.__dict__.get("_flashspec_half4")
+    if held is None or type(l) is not torch.nn.Linear or not half_int4_on(): return None
+    return held[1] if held[0] == _half_key(getattr(l, "weight", None)) else None
+
+def half_argmax_copy(l) -> tuple|None:
+    """`(q, s, o, cn, rs, en)` for `head_argmax` over a bf16 or fp16 head on the CPU without a bias
+    (inputs a multiple of 64): its weights' nearest symmetric int8 grid per 32 inputs (`o` zeros),
+    the grid's row norms rounded up (`cn`) and sums (`rs`), and each row's distance from the grid
+    to the weights, rounded up (`en`); kept while the weight keeps its storage and version, else
+    None."""
+    w = getattr(l, "weight", None)
+    if (not head_argmax_on() or type(l) is not torch.nn.Linear or l.bias is not None
+            or (key := _half_key(w)) is None or w.shape[1] % 64):
+        return None
+    held = l.__dict__.get("_flashspec_half_argmax")
+    if held is None or held[0] != key:
+        N, K = w.shape
+        qs, ss, es = [], [], []
+        for i in range(0, N, 4096):  # a block of rows at a time: (4096, K / 32, 32)
+            wg = w[i:i + 4096].detach().float().reshape(-1, K // 32, 32)
+            s = (wg.abs().amax(-1) / 127).clamp_min(1e-30)                      # (n, K / 32)
+            q = torch.round(wg / s[..., None]).clamp(-127, 127)
+            gap = wg.double() - q.double() * s.double()[..., None]           # (n, K / 32, 32)
+            es.append(gap.square().sum((1, 2)).sqrt())
+            qs.append(q.to(torch.int8).reshape(-1, K)); ss.append(s)
+        q, s = torch.cat(qs).contiguous(), torch.cat(ss).contiguous()
+        en = torch.nextafter((torch.cat(es) * (1 + 1e-6)).float(), torch.tensor(float("inf")))
+        held = l.__dict__["_flashspec_half_argmax"] = (
+            key, (q, s, torch.zeros_like(s), *_bounds(q, s), en.contiguous()))
+    return held[1]

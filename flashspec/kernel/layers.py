@@ -10,8 +10,9 @@ import operator
 import threading
 import torch
 from .build import rows_kernel, stack_on
-from .formats import (
-    draft_copy, draft_int4_copy, draft_int8_copy, float_code, fp32_cpu, int4_copy, int8_copy)
+from flashspec.kernel.formats import (
+    draft_copy, draft_int4_copy, draft_int8_copy, float_code, fp32_cpu, half_int4_copy, int4_copy,
+    int8_copy)
 
 # %% auto #0
 __all__ = ['LAYER_NORMS', 'layer_args', 'feature_layer_args', 'modules_changed', 'layer_args_valid', 'weights_held',
@@ -50,14 +51,19 @@ def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
     layer: exact 4-bit copies, `int4_copy`, else exact int8 ones, `int8_copy`; a drafter's layer:
     `draft_int4_copy`, else `draft_int8_copy`). A bf16 or fp16 decoder layer (every weight, norm
     and bias of that dtype: `fmt` 16 or 17, `float_code`) runs as the kernel's 16-bit layer, over
-    the module's own weights; `dtype` says which."""
+    the 4-bit grids its weights were rounded from where all have one and the kernel picks 4-bit
+    weights from a table (`half_int4_copy`: `bits` 20 or 21), else over the module's own weights;
+    `dtype` says which."""
     norms = [norm_in, norm_post] + ([hidden_norm] if hidden_norm is not None else [])
     norms += list(head_norms)
     fmt = float_code(getattr(norm_in, "weight", None))  # 0: fp32, 16: bf16, 17: fp16
-    if fmt:  # a decoder layer's own 16-bit weights (no copies; their dtypes checked below)
+    if fmt:  # a decoder layer's 16-bit weights, or their grids (their dtypes checked below)
         if hidden_norm is not None or any(type(l) is not torch.nn.Linear for l in att + mlp):
             return None
-        copies = ()
+        # C's Q4_BF16 (20), Q4_F16 (21); only where 4-bit weights are picked from a table (AVX-512):
+        # else reading the 16-bit weights is faster (07a_half)
+        table = rows_kernel() is not None and rows_kernel().q4_table
+        copies = ((half_int4_copy, fmt + 4),) if table else ()
     prods, bits, copied = [_product(l) for l in att + mlp], 8, False
     for copy, b in copies:
         copies = []
@@ -102,7 +108,7 @@ def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
         w=(P * 11)(*(None if t is None else t.data_ptr() for t in ws)),
         qs=(P * 9)(*(None if t is None else t.data_ptr() for t in qs)) if G else None,
         qo=(P * 9)(*(None if t is None else t.data_ptr() for t in qo)) if G else None, G=G,
-        bits=fmt or bits, fmt=fmt, dtype=norm_in.weight.dtype,
+        bits=bits if copied else fmt or bits, fmt=fmt, dtype=norm_in.weight.dtype,
         b=(P * 4)(*(None if l.bias is None else l.bias.data_ptr() for l in att)),
         hn=None if hidden_norm is None else hidden_norm.weight.data_ptr(),
         keep=keep, ptrs=tuple(t.data_ptr() for t in keep), # what is addressed

@@ -8,10 +8,11 @@ import threading
 import torch
 import torch.nn.functional as F
 from .build import rows_kernel
-from .formats import argmax_copy, dequantize_q8, float_code, unpack_q4
+from .formats import (
+    HALF_CODES, argmax_copy, dequantize_q8, float_code, half_argmax_copy, unpack_q4)
 
 # %% auto #0
-__all__ = ['rows_ok', 'rows_linear', 'check_q8', 'rows_q8', 'head_argmax']
+__all__ = ['rows_ok', 'rows_linear', 'check_q8', 'rows_q8', 'rows_q4h', 'head_argmax']
 
 # %% ../../nbs/06b_products.ipynb #kn000013
 def rows_ok(x:torch.Tensor, w:torch.Tensor) -> bool:
@@ -89,6 +90,32 @@ def rows_q8(x:torch.Tensor, # (..., K)
     if b is not None: y += b
     return y.reshape(*x.shape[:-1], N)
 
+# %% ../../nbs/06b_products.ipynb #q4h00002
+def rows_q4h(x:torch.Tensor, # (..., K) bf16 or fp16
+             q:torch.Tensor, # (N, K // 2) uint8: 4-bit weights (`pack_q4`)
+             s:torch.Tensor, o:torch.Tensor, # (N, K // G) fp32 scales and offsets, G % 32 == 0
+            ) -> torch.Tensor:
+    """`rows_linear(x, w)` for the 16-bit weight `w = (q · s + o).to(x.dtype)` through
+    `rows_mm_q4h` (each grid value rounded to the dtype, then `rows_mm_h`'s sums, rounded once);
+    without the kernel, or for more than 32 rows, `rows_linear` over `w` itself."""
+    check_q8(x, q, s, o)
+    fmt = HALF_CODES.get(x.dtype)
+    if q.dtype != torch.uint8 or fmt is None:
+        raise ValueError(f"rows_q4h takes packed 4-bit q (uint8) and bf16 or fp16 x, not {q.dtype}"
+                         f" and {x.dtype}.")
+    xs = x.reshape(-1, x.shape[-1])                                       # (M, K)
+    (M, K), N = xs.shape, q.shape[0]
+    G, fn = K // s.shape[1], rows_kernel()
+    if (fn is None or x.device.type != "cpu" or M > 32 or G % 32
+            or not all(t.is_contiguous() and t.dtype == torch.float32 for t in (s, o))
+            or not q.is_contiguous() or torch.compiler.is_compiling()):
+        return rows_linear(x, dequantize_q8(unpack_q4(q), s, o, x.dtype))
+    xs = xs.to(torch.float32).contiguous()
+    y = torch.empty(M, N)                                                 # (M, N) fp32
+    if M: fn.q4h(xs.data_ptr(), q.data_ptr(), s.data_ptr(), o.data_ptr(), y.data_ptr(), M, N, K, G,
+                 fmt, torch.get_num_threads())
+    return y.to(x.dtype).reshape(*x.shape[:-1], N)
+
 # %% ../../nbs/06b_products.ipynb #ka000002s2
 _HEAD_WORK = threading.local()  # `.w`: this thread's `head_argmax` scratch (1.7 MB for the
 
@@ -100,22 +127,27 @@ def _head_work(n:int) -> torch.Tensor:
     if w is None or w.numel() < n: w = _HEAD_WORK.w = torch.empty(n)
     return w
 
-def head_argmax(x:torch.Tensor, # (..., K) fp32 rows: the final norm's output
-                l, # the head, an `nn.Linear` (see `argmax_copy`)
+def head_argmax(x:torch.Tensor, # (..., K) rows of the head's dtype: the final norm's output
+                l, # the head, an `nn.Linear` (see `argmax_copy` and `half_argmax_copy`)
                ) -> torch.Tensor|None:
     """(...,) each row's index of its largest logit, exactly `rows_q8(x, *int8_copy(l)).argmax(-1)`
-    (the first of equals), without computing every logit (the C `head_argmax`, above); None where
-    it does not apply: the caller computes the logits."""
+    for an fp32 head, `rows_linear(x, l.weight).argmax(-1)` (logits rounded to the dtype) for a
+    bf16 or fp16 one (the first of equals), without computing every logit (the C `head_argmax`,
+    above); None where it does not apply: the caller computes the logits."""
     fn = rows_kernel()
-    c = None if fn is None or fn.argmax is None else argmax_copy(l)
-    if (c is None or x.dtype != torch.float32 or x.device.type != "cpu" or not x.numel()
+    fmt = float_code(getattr(l, "weight", None))
+    if fn is None or fn.argmax is None or fmt is None: return None
+    c = half_argmax_copy(l) if fmt else argmax_copy(l)
+    if (c is None or x.dtype != l.weight.dtype or x.device.type != "cpu" or not x.numel()
             or x.shape[-1] != c[0].shape[1] or torch.compiler.is_compiling()):
         return None
-    q, s, o, cn, rs = c
-    xs = x.reshape(-1, x.shape[-1]).contiguous()                          # (M, K)
+    q, s, o, cn, rs = c[:5]
+    en, wh = (c[5].data_ptr(), l.weight.data_ptr()) if fmt else (None, None)
+    xs = x.reshape(-1, x.shape[-1]).to(torch.float32).contiguous()        # (M, K)
     (M, K), N = xs.shape, q.shape[0]
     work = _head_work(4 * K + 9 * N)  # h and l of 8 rows (bytes), 8 rows' approximations, exact
     best = torch.empty(M, dtype=torch.long)
     fn.argmax(xs.data_ptr(), q.data_ptr(), s.data_ptr(), o.data_ptr(), cn.data_ptr(),
-              rs.data_ptr(), best.data_ptr(), M, N, K, work.data_ptr(), torch.get_num_threads())
+              rs.data_ptr(), en, wh, fmt, best.data_ptr(), M, N, K, work.data_ptr(),
+              torch.get_num_threads())
     return None if bool((best < 0).any()) else best.reshape(x.shape[:-1])

@@ -139,7 +139,20 @@ static void silu_mul(float* g, const float* u, size_t n) {
 // a 16-bit layer's g = silu(g) u: g and u rounded to its format (the products' outputs), silu(g)
 // rounded, then their product (PyTorch's `act_fn(gate) * up` in that dtype)
 static void silu_mul_h(float* g, const float* u, size_t n, int fmt) {
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+#if defined(VEXP)
+    for (; i + 16 <= n; i += 16) {  // the same steps, 16 at a time (exp16: expf's bits)
+        v16 a, b; __builtin_memcpy(&a, g + i, 64); __builtin_memcpy(&b, u + i, 64);
+        a = round_v(a, fmt);
+        __m512 av; __builtin_memcpy(&av, &a, 64);
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), av), 0xFFFF);
+        __m512 sv = _mm512_div_ps(av, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+        v16 sl; __builtin_memcpy(&sl, &sv, 64);
+        sl = round_v(round_v(sl, fmt) * round_v(b, fmt), fmt);
+        __builtin_memcpy(g + i, &sl, 64);
+    }
+#endif
+    for (; i < n; i++) {
         const float a = round_to(g[i], fmt);
         g[i] = round_to(round_to(a / (1.0f + expf(-a)), fmt) * round_to(u[i], fmt), fmt);
     }
@@ -151,6 +164,17 @@ static inline float dot_hd(const float* a, const float* b, int hd) {
     }
     float s = lanes_sum(acc);
     for (; k < hd; k++) s += a[k] * b[k];
+    return s;
+}
+// a 16-bit cache's dot product (fmt): each key widened exactly as it is read (dot_hd's sums over
+// fp32 copies)
+static inline float dot_h(const float* a, const uint16_t* b, int hd, int fmt) {
+    v16 acc = (v16){0}; int k = 0;
+    for (; k + 16 <= hd; k += 16) {
+        v16 x; __builtin_memcpy(&x, a + k, 64); acc += x * widen_h(b + k, fmt);
+    }
+    float s = lanes_sum(acc);
+    for (; k < hd; k++) s += a[k] * half_f(b[k], fmt);
     return s;
 }
 // a (row, head)'s softmax weights p_j = exp(s_j - mx) over the slots its bias row br leaves open:
@@ -175,14 +199,25 @@ static inline __attribute__((always_inline)) float weigh(
 // the scores of 16 slots j0 .. j0 + 15 for one (row, head), each as `attend`'s loop makes it: its
 // dot product summed as dot_hd does (16 lanes over the head, then lanes_sum's tree), times scale,
 // plus its bias, in one fused multiply-add. The 16 trees run side by side, adding the same pairs.
-static inline __m512 scores16(const float* qr, const float* K, const float* br, int hd,
-                              float scale) {
+// 16 of a cache's values from element i as floats: fp32 (fmt 0), or 16-bit (BF16, F16) widened
+// exactly
+static inline __m512 load16(const void* p, size_t i, const int fmt) {
+    if (fmt == BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(
+        _mm256_loadu_si256((const __m256i*)((const uint16_t*)p + i))), 16));
+    if (fmt == F16)
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)((const uint16_t*)p + i)));
+    return _mm512_loadu_ps((const float*)p + i);
+}
+// (K: the cache from element k0 on, fp32 or of the format fmt)
+static inline __attribute__((always_inline)) __m512 scores16(
+        const float* qr, const void* K, size_t k0, const float* br, int hd, float scale,
+        const int fmt) {
     __m512 a[16], b[8], c[4], d[2];
     for (int j = 0; j < 16; j++) a[j] = _mm512_setzero_ps();
     for (int k = 0; k < hd; k += 16) {
         const __m512 qv = _mm512_loadu_ps(qr + k);
         for (int j = 0; j < 16; j++)
-            a[j] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(K + (size_t)j * hd + k), a[j]);
+            a[j] = _mm512_fmadd_ps(qv, load16(K, k0 + (size_t)j * hd + k, fmt), a[j]);
     }
     // lane i + lane i + 8: slot 2p's eight sums in lanes 0-7 of b[p], slot 2p + 1's in 8-15
     for (int p = 0; p < 8; p++)
@@ -211,12 +246,12 @@ static inline __mmask16 open16(const float* br) {
 // head) pairs and CW runs of 16 dims at once
 #define CW 2
 static inline __attribute__((always_inline)) void weigh_rows(
-        const float* V, const float* const* p, int lo, int hi, int hd, const int nr,
-        __m512 (*acc)[CW]) {
+        const void* V, size_t v0, const float* const* p, int lo, int hi, int hd, const int nr,
+        __m512 (*acc)[CW], const int fmt) {
     for (int r = 0; r < nr; r++) for (int c = 0; c < CW; c++) acc[r][c] = _mm512_setzero_ps();
     for (int j = lo; j < hi; j++) {
         __m512 vv[CW];
-        for (int c = 0; c < CW; c++) vv[c] = _mm512_loadu_ps(V + (size_t)j * hd + 16 * c);
+        for (int c = 0; c < CW; c++) vv[c] = load16(V, v0 + (size_t)j * hd + 16 * c, fmt);
         for (int r = 0; r < nr; r++) {
             const __m512 pr = _mm512_set1_ps(p[r][j]);
             for (int c = 0; c < CW; c++) acc[r][c] = _mm512_fmadd_ps(pr, vv[c], acc[r][c]);
@@ -251,10 +286,12 @@ static inline float open_max(const float* s, const float* br, int S, int* plo, i
 // 3. per batch row, key head and 16 CW of the head's dims: the sums of p_j v_j over the slots, in
 //    slot order, for all (row, head) pairs reading that key head at once, then times 1 / l.
 // A closed slot's p = 0 adds nothing to a sum begun at +0 (its value is read: the caches start
-// zeroed, and every row's key and value are written before). sc: M H (S + 3) floats.
-static void attend_cache(const float* q, const float* kc, const float* vc, const float* bias,
-                         float* o, float* sc, int M, int T, int H, int Hkv, int hd, int S,
-                         float scale, int threads) {
+// zeroed, and every row's key and value are written before). sc: M H (S + 3) floats. A 16-bit
+// cache (fmt BF16, F16): each key and value widened exactly as it is read, the same sums (as
+// attend_rows's over that cache).
+static inline __attribute__((always_inline)) void attend_cache(
+        const float* q, const void* kc, const void* vc, const float* bias, float* o, float* sc,
+        int M, int T, int H, int Hkv, int hd, int S, float scale, const int fmt, int threads) {
     const int B = M / T, rep = H / Hkv, nq = T * rep, nblk = (S + 15) / 16, MH = M * H;
     float* P = sc; float* lsum = P + (size_t)MH * S;
     int* jlo = (int*)(lsum + MH); int* jhi = jlo + MH;
@@ -264,17 +301,19 @@ static void attend_cache(const float* q, const float* kc, const float* vc, const
         const int n1 = B * Hkv * nblk;  // 1: each thread a run of blocks
         for (int i = (int)((long)n1 * t / nt); i < (int)((long)n1 * (t + 1) / nt); i++) {
             const int bg = i / nblk, j0 = i % nblk * 16, b = bg / Hkv, g = bg % Hkv;
-            const float* K = kc + ((size_t)b * Hkv + g) * S * hd;
+            const size_t k0 = ((size_t)b * Hkv + g) * S * hd;  // this key head's cache
             for (int r = 0; r < nq; r++) {
                 const int m = b * T + r / rep, h = g * rep + r % rep;
                 const float* qr = q + ((size_t)m * H + h) * hd, * br = bias + (size_t)m * S;
                 float* s = P + ((size_t)m * H + h) * S;
                 if (j0 + 16 <= S) {
-                    if (open16(br + j0)) _mm512_storeu_ps(
-                        s + j0, scores16(qr, K + (size_t)j0 * hd, br + j0, hd, scale));
+                    if (open16(br + j0)) _mm512_storeu_ps(s + j0, scores16(
+                        qr, kc, k0 + (size_t)j0 * hd, br + j0, hd, scale, fmt));
                 } else for (int j = j0; j < S; j++) {
                     if (br[j] < -1e37f) continue;
-                    s[j] = dot_hd(qr, K + (size_t)j * hd, hd) * scale + br[j];
+                    const size_t at = k0 + (size_t)j * hd;
+                    s[j] = (fmt ? dot_h(qr, (const uint16_t*)kc + at, hd, fmt)
+                                : dot_hd(qr, (const float*)kc + at, hd)) * scale + br[j];
                 }
             }
         }
@@ -325,7 +364,7 @@ static void attend_cache(const float* q, const float* kc, const float* vc, const
         const int nc = hd / 16 / CW, n3 = B * Hkv * nc;
         for (int i = (int)((long)n3 * t / nt); i < (int)((long)n3 * (t + 1) / nt); i++) {  // 3
             const int bg = i / nc, c = i % nc, b = bg / Hkv, g = bg % Hkv;
-            const float* V = vc + ((size_t)b * Hkv + g) * S * hd + 16 * CW * c;
+            const size_t v0 = ((size_t)b * Hkv + g) * S * hd + 16 * CW * c;  // from element
             for (int r0 = 0; r0 < nq; r0 += 8) {
                 const int nr = nq - r0 < 8 ? nq - r0 : 8;
                 int idx[8], lo = S, hi = 0; const float* p[8]; __m512 acc[8][CW];
@@ -336,14 +375,14 @@ static void attend_cache(const float* q, const float* kc, const float* vc, const
                     if (jhi[idx[r]] > hi) hi = jhi[idx[r]];
                 }
                 switch (nr) {  // constant counts: the sums stay in registers
-                    case 1: weigh_rows(V, p, lo, hi, hd, 1, acc); break;
-                    case 2: weigh_rows(V, p, lo, hi, hd, 2, acc); break;
-                    case 3: weigh_rows(V, p, lo, hi, hd, 3, acc); break;
-                    case 4: weigh_rows(V, p, lo, hi, hd, 4, acc); break;
-                    case 5: weigh_rows(V, p, lo, hi, hd, 5, acc); break;
-                    case 6: weigh_rows(V, p, lo, hi, hd, 6, acc); break;
-                    case 7: weigh_rows(V, p, lo, hi, hd, 7, acc); break;
-                    default: weigh_rows(V, p, lo, hi, hd, 8, acc);
+                    case 1: weigh_rows(vc, v0, p, lo, hi, hd, 1, acc, fmt); break;
+                    case 2: weigh_rows(vc, v0, p, lo, hi, hd, 2, acc, fmt); break;
+                    case 3: weigh_rows(vc, v0, p, lo, hi, hd, 3, acc, fmt); break;
+                    case 4: weigh_rows(vc, v0, p, lo, hi, hd, 4, acc, fmt); break;
+                    case 5: weigh_rows(vc, v0, p, lo, hi, hd, 5, acc, fmt); break;
+                    case 6: weigh_rows(vc, v0, p, lo, hi, hd, 6, acc, fmt); break;
+                    case 7: weigh_rows(vc, v0, p, lo, hi, hd, 7, acc, fmt); break;
+                    default: weigh_rows(vc, v0, p, lo, hi, hd, 8, acc, fmt);
                 }
                 for (int r = 0; r < nr; r++) {
                     float* out = o + (size_t)idx[r] * hd + 16 * CW * c;
@@ -357,17 +396,35 @@ static void attend_cache(const float* q, const float* kc, const float* vc, const
     }
 }
 #endif
-// a 16-bit cache's dot product (fmt): each key widened exactly as it is read (dot_hd's sums over
-// fp32 copies)
-static inline float dot_h(const float* a, const uint16_t* b, int hd, int fmt) {
-    v16 acc = (v16){0}; int k = 0;
-    for (; k + 16 <= hd; k += 16) {
-        v16 x; __builtin_memcpy(&x, a + k, 64); acc += x * widen_h(b + k, fmt);
+#if defined(VEXP)
+// s_j = exp(s_j - mx) at the slots a bias row br leaves open, 16 at a time (exp16: expf's bits)
+static inline void exp_open(float* s, const float* br, float mx, int S) {
+    const __m512 mxv = _mm512_set1_ps(mx);
+    for (int j = 0; j < S; j += 16) {
+        const __mmask16 in = S - j >= 16 ? 0xFFFF : (__mmask16)((1u << (S - j)) - 1);
+        const __mmask16 open = _mm512_mask_cmp_ps_mask(
+            in, _mm512_maskz_loadu_ps(in, br + j), _mm512_set1_ps(-1e37f), _CMP_NLT_UQ);
+        if (open) _mm512_mask_storeu_ps(s + j, open, exp16(
+            _mm512_sub_ps(_mm512_maskz_loadu_ps(in, s + j), mxv), open));
     }
-    float s = lanes_sum(acc);
-    for (; k < hd; k++) s += a[k] * half_f(b[k], fmt);
-    return s;
 }
+// a 16-bit cache's (fmt) sum of p_j v_j over the open slots in slot order, each value widened
+// exactly (head size 16 nv, the sums in registers), and the sum of the p_j: attend_rows's loop
+static inline __attribute__((always_inline)) float weigh_h(
+        const uint16_t* V, const float* p, const float* br, int S, const int nv, const int fmt,
+        float* out) {
+    v16 acc[8]; float l = 0.0f;
+    for (int i = 0; i < nv; i++) acc[i] = (v16){0};
+    for (int j = 0; j < S; j++) {
+        if (br[j] < -1e37f) continue;
+        const float pj = p[j]; l += pj;
+        const uint16_t* vr = V + (size_t)j * 16 * nv;
+        for (int i = 0; i < nv; i++) acc[i] += pj * widen_h(vr + 16 * i, fmt);
+    }
+    for (int i = 0; i < nv; i++) __builtin_memcpy(out + 16 * i, &acc[i], 64);
+    return l;
+}
+#endif
 // attention of each (row, head) over the slots its bias row leaves open, in slot order, over an
 // fp32 cache (fmt 0) or a 16-bit one (fmt BF16, F16: each key and value widened exactly as it is
 // read, the same sums as over fp32 copies of the cache)
@@ -401,6 +458,16 @@ static inline __attribute__((always_inline)) void attend_rows(
             else if (!fmt && hd == 128) l = weigh(V, s, br, mx, S, 8, out);
             else
 #endif
+#if defined(VEXP)
+            if (fmt && (hd == 64 || hd == 128)) {  // the same sums, the exponentials 16 at once
+                exp_open(s, br, mx, S);
+                const int nv = hd / 16;
+                if (fmt == BF16) l = nv == 4 ? weigh_h(Vh, s, br, S, 4, BF16, out)
+                                             : weigh_h(Vh, s, br, S, 8, BF16, out);
+                else l = nv == 4 ? weigh_h(Vh, s, br, S, 4, F16, out)
+                                 : weigh_h(Vh, s, br, S, 8, F16, out);
+            } else
+#endif
             for (int j = 0; j < S; j++) {
                 if (br[j] < -1e37f) continue;
                 const float p = expf(s[j] - mx); l += p;
@@ -428,7 +495,7 @@ static void attend(const float* q, const float* kc, const float* vc, const float
                    int threads) {
 #if defined(__AVX512F__) && !defined(KERNEL_PLAIN_LOOPS) && !defined(KERNEL_ATTEND_PER_HEAD)
     if (hd == 64 || hd == 128) {  // (KERNEL_ATTEND_PER_HEAD: the loop below, for comparison)
-        attend_cache(q, kc, vc, bias, o, sc, M, T, H, Hkv, hd, S, scale, threads);
+        attend_cache(q, kc, vc, bias, o, sc, M, T, H, Hkv, hd, S, scale, 0, threads);
         return;
     }
 #endif
@@ -438,13 +505,27 @@ static void attend(const float* q, const float* kc, const float* vc, const float
 static void attend_h(const float* q, const uint16_t* kc, const uint16_t* vc, const float* bias,
                      float* o, float* sc, int M, int T, int H, int Hkv, int hd, int S, float scale,
                      int fmt, int threads) {
+#if defined(__AVX512F__) && !defined(KERNEL_PLAIN_LOOPS) && !defined(KERNEL_ATTEND_PER_HEAD)
+    if (hd == 64 || hd == 128) {  // the cache read once per layer (attend_cache), the same sums
+        if (fmt == BF16) attend_cache(q, kc, vc, bias, o, sc, M, T, H, Hkv, hd, S, scale, BF16,
+                                      threads);
+        else attend_cache(q, kc, vc, bias, o, sc, M, T, H, Hkv, hd, S, scale, F16, threads);
+        return;
+    }
+#endif
     attend_rows(q, kc, vc, bias, o, sc, M, T, H, Hkv, hd, S, scale, fmt, threads);
 }
 // the spans of a product's weights: fp32 rows where q is NULL, else `bits`-bit q (8: int8,
-// rows_mm_q8's; 4: packed, rows_mm_q4's; BF16, F16: 16-bit floats, rows_mm_h's)
+// rows_mm_q8's; 4: packed, rows_mm_q4's; BF16, F16: 16-bit floats, rows_mm_h's; Q4_BF16, Q4_F16:
+// packed 4-bit with grid values rounded to the format, rows_mm_q4h's)
 static const span_fn* spans_of(const void* q, int bits) {
     return !q ? fblocks : bits == 4 ? q4blocks : bits == BF16 ? bfblocks
-           : bits == F16 ? hfblocks : q8blocks;
+           : bits == F16 ? hfblocks : bits == Q4_BF16 ? q4bblocks : bits == Q4_F16 ? q4hblocks
+           : q8blocks;
+}
+// the 16-bit format a layer of these `bits` rounds to (BF16, F16), or 0 (an fp32 layer)
+static inline int layer_fmt(int bits) {
+    return bits == Q4_BF16 ? BF16 : bits == Q4_F16 ? F16 : bits == BF16 || bits == F16 ? bits : 0;
 }
 // y (M, N) = x (M, K) @ w^T: fp32 rows w where q is NULL, else `bits`-bit q with scales s and
 // offsets o per G inputs (rows_mm, rows_mm_q8, rows_mm_q4)
@@ -453,7 +534,7 @@ static void prod(const float* x, const float* w, const void* q, const float* s, 
     wts W = {w, q, s, o, G}; run_rows(spans_of(q, bits), x, W, y, M, N, K, threads);
 }
 // a product of the layer: w[i] fp32 (qs == NULL), 16-bit floats (bits BF16 or F16), else its
-// `bits`-bit weights with qs[i], qo[i]
+// `bits`-bit weights (4, 8, Q4_BF16, Q4_F16) with qs[i], qo[i]
 static void mm(const float* x, const float* const* w, const float* const* qs,
                const float* const* qo, int G, int bits, int i, float* y, int M, int N, int K,
                int threads) {
@@ -470,7 +551,7 @@ static void mm_many(const float* x, const float* const* w, const float* const* q
                     const int* ns, int M, int K, int silu, int threads) {
 #if defined(KERNEL_REGION_PER_PRODUCT)
     for (int j = 0; j < n; j++) mm(x, w, qs, qo, G, bits, i0 + j, ys[j], M, ns[j], K, threads);
-    if (silu && bits >= BF16) silu_mul_h(ys[0], ys[1], (size_t)M * ns[0], bits);
+    if (silu && layer_fmt(bits)) silu_mul_h(ys[0], ys[1], (size_t)M * ns[0], layer_fmt(bits));
     else if (silu) silu_mul(ys[0], ys[1], (size_t)M * ns[0]);
 #else
     #pragma omp parallel num_threads(threads)
@@ -485,7 +566,7 @@ static void mm_many(const float* x, const float* const* w, const float* const* q
             const int N = ns[0], n0 = (int)((long)N * t / T), n1 = (int)((long)N * (t + 1) / T);
             for (int m = 0; m < M; m++) {
                 float* gm = ys[0] + (size_t)m * N + n0; const float* um = ys[1] + (size_t)m * N + n0;
-                if (bits >= BF16) silu_mul_h(gm, um, n1 - n0, bits);
+                if (layer_fmt(bits)) silu_mul_h(gm, um, n1 - n0, layer_fmt(bits));
                 else silu_mul(gm, um, n1 - n0);
             }
         }
@@ -494,7 +575,8 @@ static void mm_many(const float* x, const float* const* w, const float* const* q
 }
 // e == NULL: a decoder layer. Else a feature drafter's layer (EAGLE-3): its q/k/v products read
 // [in_norm(e), hn(x)] (2d wide), e the next tokens' embeddings, x the hidden state (the residual).
-// bits BF16 or F16: a 16-bit layer (weights, norms, biases and cache in that format), every
+// bits BF16 or F16: a 16-bit layer (weights, norms, biases and cache in that format; Q4_BF16,
+// Q4_F16: the same layer with its products over exact 4-bit copies of its weights), every
 // operation's output rounded to it where the model's own forward in that dtype rounds (norms,
 // products, rotary embedding, attention's output, residual sums, the MLP's activation and
 // product); inside an operation the sums run in fp32 as for an fp32 layer. x stays fp32 (holding
@@ -505,7 +587,7 @@ static void layer_impl(float* x, const float* e, const float* w_hn, int M, int T
                        int G, int bits, const float* cs, const float* sn, void* kc, void* vc,
                        int S,
                        const int64_t* slots, const float* bias, float* work, int threads) {
-    const int dq = H * hd, dk = Hkv * hd, din = e ? 2 * d : d, fmt = bits >= BF16 ? bits : 0;
+    const int dq = H * hd, dk = Hkv * hd, din = e ? 2 * d : d, fmt = layer_fmt(bits);
     float* h = work; float* q = h + (size_t)M * din; float* k = q + (size_t)M * dq;
     float* v = k + (size_t)M * dk; float* a = v + (size_t)M * dk;
     float* g = a + (size_t)M * dq; float* u = g + (size_t)M * I; float* sc = u + (size_t)M * I;

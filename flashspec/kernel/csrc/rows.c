@@ -6,7 +6,35 @@
 // output's own order is unchanged.
 #include <omp.h>
 #include <stddef.h>
+#include <stdint.h>
 typedef float v16 __attribute__((vector_size(64)));
+typedef uint32_t v16u __attribute__((vector_size(64)));
+// 16-bit float formats, as a product's or a layer's `bits` (see below), and 4-bit weights whose
+// grid values q * s + o are rounded to one of them (Q4_BF16, Q4_F16: a 16-bit layer's products
+// over exact copies of its weights, which that rounding gives back bit for bit)
+#define BF16 16
+#define F16 17
+#define Q4_BF16 20
+#define Q4_F16 21
+// 16 floats rounded to bf16 (to nearest, ties to even; a NaN to PyTorch's 0x7fc0, as f_half
+// rounds below) and widened back, by their bits
+static inline v16 round_bf16_v(v16 v) {
+    v16u u; __builtin_memcpy(&u, &v, 64);
+    const v16u nan = (v16u)((u & 0x7fffffffu) > 0x7f800000u);  // all ones where NaN
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    u = (u & ~nan) | (0x7fc00000u & nan);
+    __builtin_memcpy(&v, &u, 64); return v;
+}
+// the same for a group's 16 grid values, finite (`half_grids` keeps finite grids only): no NaN
+static inline v16 round_bf16_finite(v16 v) {
+    v16u u; __builtin_memcpy(&u, &v, 64);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    __builtin_memcpy(&v, &u, 64); return v;
+}
+static inline v16 round_f16_v(v16 v);  // (below: with the format's conversions)
+static inline v16 round_v(v16 v, int fmt) {  // fmt 0: as it is
+    return fmt == BF16 ? round_bf16_v(v) : fmt == F16 ? round_f16_v(v) : v;
+}
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #if defined(KERNEL_PLAIN_LOOPS)  // for comparison: the loops before 2026-12-05's (one output at a
@@ -19,15 +47,23 @@ typedef float v16 __attribute__((vector_size(64)));
 #define NB(mb) ((mb) <= 4 ? 4 : 2)
 #define NBF(mb) ((mb) <= 4 ? 4 : (mb) <= 6 ? 2 : 1)
 // 4-bit weights (0..15) of a group with scale s and offset o: its 16 values j * s + o (the same
-// fused multiply-add as int8's q * s + o), then 32 weights from 16 bytes, byte j holding weight j
-// (low) and j + 16 (high), each picked from the table (vpermps reads an index's low 4 bits)
+// fused multiply-add as int8's q * s + o; rounded to the format fmt, if any), then 32 weights from
+// 16 bytes, byte j holding weight j (low) and j + 16 (high), each picked from the table (vpermps
+// reads an index's low 4 bits)
 #define Q4_TABLE
 typedef __m512 q4grp;
-static inline q4grp q4_group(float s, float o) {
+static inline q4grp q4_group(float s, float o, int fmt) {
     const __m512 j = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    return _mm512_fmadd_ps(j, _mm512_set1_ps(s), _mm512_set1_ps(o));
+    __m512 t = _mm512_fmadd_ps(j, _mm512_set1_ps(s), _mm512_set1_ps(o));
+    if (fmt) {
+        v16 v; __builtin_memcpy(&v, &t, 64);
+        v = fmt == BF16 ? round_bf16_finite(v) : round_v(v, fmt);
+        __builtin_memcpy(&t, &v, 64);
+    }
+    return t;
 }
-static inline void q4_widen(const unsigned char* p, q4grp t, v16* lo, v16* hi) {
+static inline void q4_widen(const unsigned char* p, q4grp t, v16* lo, v16* hi, int fmt) {
+    (void)fmt;  // (the table holds rounded values)
     __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)p));
     __m512 l = _mm512_permutexvar_ps(b, t), h = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), t);
     __builtin_memcpy(lo, &l, 64); __builtin_memcpy(hi, &h, 64);
@@ -77,23 +113,23 @@ static inline void widen4(const unsigned char* p, v16* lo, v16* hi) {
 }
 #endif
 #endif
-#if !defined(Q4_TABLE)  // each weight widened, then q * s + o
+#if !defined(Q4_TABLE)  // each weight widened, then q * s + o (rounded to the format fmt, if any)
 typedef struct { float s, o; } q4grp;
-static inline q4grp q4_group(float s, float o) { q4grp g = {s, o}; return g; }
-static inline void q4_widen(const unsigned char* p, q4grp t, v16* lo, v16* hi) {
-    widen4(p, lo, hi); *lo = *lo * t.s + t.o; *hi = *hi * t.s + t.o;
+static inline q4grp q4_group(float s, float o, int fmt) {
+    (void)fmt; q4grp g = {s, o}; return g;
+}
+static inline void q4_widen(const unsigned char* p, q4grp t, v16* lo, v16* hi, int fmt) {
+    widen4(p, lo, hi);
+    *lo = round_v(*lo * t.s + t.o, fmt); *hi = round_v(*hi * t.s + t.o, fmt);
 }
 #endif
-// 16-bit float formats, as a product's or a layer's `bits`: bf16 and fp16 weights (and a layer's
-// activations rounded to the format where a model in that dtype rounds). Widened to fp32 exactly:
-// a product over them sums the same bits as one over their fp32 copies.
+// 16-bit float formats (BF16, F16 above), as a product's or a layer's `bits`: bf16 and fp16
+// weights (and a layer's activations rounded to the format where a model in that dtype rounds).
+// Widened to fp32 exactly: a product over them sums the same bits as one over their fp32 copies.
 #include <math.h>
-#include <stdint.h>
 #if defined(__F16C__) && !defined(KERNEL_SOFT_HALF)
 #include <immintrin.h>
 #endif
-#define BF16 16
-#define F16 17
 // fp16 by hand where F16C is not built in (or -DKERNEL_SOFT_HALF): the same values as the
 // instructions (and as PyTorch's conversions), each widened exactly, rounded to nearest even
 static inline float soft_f16_f(uint16_t h) {
@@ -145,6 +181,16 @@ static inline uint16_t f_half(float f, int fmt) {  // to nearest, ties to even (
 #endif
 }
 static inline float round_to(float f, int fmt) { return fmt ? half_f(f_half(f, fmt), fmt) : f; }
+static inline v16 round_f16_v(v16 v) {  // 16 floats rounded to fp16 and widened back
+#if F16_HW && defined(__AVX512F__)
+    __m512 a; __builtin_memcpy(&a, &v, 64);
+    a = _mm512_cvtph_ps(_mm512_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __builtin_memcpy(&v, &a, 64); return v;
+#else
+    for (int i = 0; i < 16; i++) v[i] = round_to(v[i], F16);
+    return v;
+#endif
+}
 // y[i] rounded to the format, in place (fmt 0: fp32, nothing to do)
 static void round_rows(float* y, size_t n, int fmt) {
     if (fmt == BF16) for (size_t i = 0; i < n; i++) y[i] = half_f(f_half(y[i], BF16), BF16);
@@ -245,14 +291,15 @@ static inline __attribute__((always_inline)) void q8block(
     for (int m = 0; m < mb; m++) for (int j = 0; j < nb; j++)
         y[(size_t)m * N + n + j] = lanes_sum(acc[m][j]);
 }
-static inline __attribute__((always_inline)) void q4block(
-        const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K) {
+static inline __attribute__((always_inline)) void q4block_f(
+        const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K,
+        const int fmt) {
     const int G = W.G, KG = K / G;
     ACC_INIT
     for (int g = 0; g < KG; g++) {
         q4grp t[4];
         for (int j = 0; j < nb; j++)
-            t[j] = q4_group(W.s[(size_t)(n + j) * KG + g], W.o[(size_t)(n + j) * KG + g]);
+            t[j] = q4_group(W.s[(size_t)(n + j) * KG + g], W.o[(size_t)(n + j) * KG + g], fmt);
         for (int k = g * G; k < (g + 1) * G; k += 32) {
             v16 lo[4], hi[4];
             for (int j = 0; j < nb; j++) {
@@ -260,13 +307,27 @@ static inline __attribute__((always_inline)) void q4block(
                     (const unsigned char*)W.q + (size_t)(n + j) * (K / 2) + k / 2;
                 if (AHEAD && mb <= 4 && !(k & 127))
                     __builtin_prefetch(qr + AHEAD * (K / 2), 0, PF_KEEP);
-                q4_widen(qr, t[j], &lo[j], &hi[j]);
+                q4_widen(qr, t[j], &lo[j], &hi[j], fmt);
             }
             ACC_ADD(lo, 0) ACC_ADD(hi, 16)
         }
     }
     for (int m = 0; m < mb; m++) for (int j = 0; j < nb; j++)
         y[(size_t)m * N + n + j] = lanes_sum(acc[m][j]);
+}
+static inline __attribute__((always_inline)) void q4block(
+        const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K) {
+    q4block_f(x, W, y, mb, nb, n, N, K, 0);
+}
+// 4-bit weights whose grid values are rounded to bf16 (fp16): the weights of a 16-bit layer that
+// such a grid gives back bit for bit, so the same products as hblock over them, in its order
+static inline __attribute__((always_inline)) void q4bblock(
+        const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K) {
+    q4block_f(x, W, y, mb, nb, n, N, K, BF16);
+}
+static inline __attribute__((always_inline)) void q4hblock(
+        const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K) {
+    q4block_f(x, W, y, mb, nb, n, N, K, F16);
 }
 // fblock over 16-bit weights (W.q, format fmt), each widened exactly: fblock's sums over their
 // fp32 copies, bit for bit
@@ -311,7 +372,7 @@ typedef void (*span_fn)(const float*, wts, float*, int, int, int, int);
     static const span_fn kind##s[9] = {0, kind##1, kind##2, kind##3, kind##4, kind##5, kind##6, \
                                        kind##7, kind##8};
 SPANS(fblock, NBF) SPANS(q8block, NB) SPANS(q4block, NB) SPANS(bfblock, NBF)
-SPANS(hfblock, NBF)
+SPANS(hfblock, NBF) SPANS(q4bblock, NB) SPANS(q4hblock, NB)
 // every row block over thread t's share (of T) of the outputs: up to 7 rows as one block, from 8
 // rows on blocks of ROW_BLOCK (4: from 8 rows on faster than blocks of 8, much for fp32 weights,
 // a little for int8 and 4-bit ones, measured: *Row blocks of four*; -DROW_BLOCK=8 builds the
@@ -343,6 +404,23 @@ void rows_mm_h(const float* x, const uint16_t* w, float* y, int M, int N, int K,
                int threads) {
     wts W = {0, w, 0, 0, 0}; run_rows(fmt == F16 ? hfblocks : bfblocks, x, W, y, M, N, K, threads);
 }
+// 4-bit weights as rows_mm_q4's, each grid value rounded to the format fmt (BF16 or F16):
+// rows_mm_h's sums over the 16-bit weights that rounding gives
+void rows_mm_q4h(const float* x, const unsigned char* q, const float* s, const float* o, float* y,
+                 int M, int N, int K, int G, int fmt, int threads) {
+    wts W = {0, q, s, o, G};
+    run_rows(fmt == F16 ? q4hblocks : q4bblocks, x, W, y, M, N, K, threads);
+}
+// whether 4-bit weights are picked from a table of their group's 16 values (AVX-512 builds); where
+// they are not, each is widened and scaled, and a 16-bit layer reads its own weights faster than
+// their grids (measured: nbs/07a_half.ipynb)
+int q4_table(void) {
+#if defined(Q4_TABLE)
+    return 1;
+#else
+    return 0;
+#endif
+}
 // int8 weights q (N, K), one fp32 scale and offset per group of G inputs, s and o (N, K / G), G a
 // multiple of 16: each weight is q * s + o in fp32 before its products
 void rows_mm_q8(const float* x, const signed char* q, const float* s, const float* o, float* y,
@@ -366,13 +444,19 @@ void rows_mm_q4(const float* x, const unsigned char* q, const float* s, const fl
 // rounding). Then rows_mm_q8's own sum (q8block: the same bits) for each output whose upper bound
 // reaches the highest lower bound: y's argmax, the first of equals. best[m] = -1 where x is not
 // finite or too large (the caller takes every y then).
+// A 16-bit head (fmt BF16 or F16, its weights wh (N, K)): y = x wh^T summed as rows_mm_h sums it
+// (hblock), then rounded to the format; q s any approximation of wh with en[i] >= |wh_i - (q s)_i|,
+// so each bound widens by en[i] |x| (gam), and every output whose bound rounds to at least the
+// highest lower bound's rounding (so within two of the format's steps) is summed exactly: the
+// rounded y's argmax, the first of equals, as the logits' argmax in that dtype.
 #if !defined(HEAD_AHEAD)  // the head's weight rows asked for this many rows early
 #define HEAD_AHEAD 16
 #endif
 static inline __attribute__((always_inline)) void approx_span(
         const int mb, const signed char* q, const float* s, const unsigned char* hb,
         const unsigned char* lb, const float* rs, const float* sx, float* ap, int n0, int n1,
-        int N, int K, const float* cn, const float* beta, float* lo) {
+        int N, int K, const float* cn, const float* beta, const float* en, const float* gam,
+        float* lo) {
     const int KC = K / 64, KG = K / 32;
     for (int i = n0; i < n1; i++) {
         __m512 acc[8];
@@ -399,39 +483,58 @@ static inline __attribute__((always_inline)) void approx_span(
         for (int m = 0; m < mb; m++) {
             const float a = sx[m] * (_mm512_reduce_add_ps(acc[m]) - 16448.0f * rs[i]);
             ap[(size_t)m * N + i] = a;
-            const float v = a - cn[i] * beta[m];  // this output's lower bound
+            const float v = a - cn[i] * beta[m] - (en ? en[i] * gam[m] : 0.0f);  // lower bound
             if (v > lo[m]) lo[m] = v;
         }
     }
 }
 // outputs n0 .. n1 - 1 of row m whose upper bound reaches lo, each exactly (q8block: rows_mm_q8's
-// bits), the first of the largest: (index or -1, its value)
-static void exact_span(const float* xm, wts W, const float* a, const float* cn, float b, float lo,
-                       float* ex, int n0, int n1, int N, int K, long long* bi, float* bv) {
+// bits; a 16-bit head, fmt: hblock's over wh, rows_mm_h's, then rounded to the format), the first
+// of the largest: (index or -1, its value)
+static void exact_span(const float* xm, wts W, const uint16_t* wh, int fmt, const float* a,
+                       const float* cn, float b, const float* en, float g, float lo, float* ex,
+                       int n0, int n1, int N, int K, long long* bi, float* bv) {
     *bi = -1; *bv = 0;
     int i = n0;
-    const __m512 vb = _mm512_set1_ps(b), vlo = _mm512_set1_ps(lo);
+    const wts Wh = {0, wh, 0, 0, 0};
+    const __m512 vb = _mm512_set1_ps(b), vg = _mm512_set1_ps(g), vlo = _mm512_set1_ps(lo);
     for (; i < n1; i += 16) {  // 16 bounds at a time; almost every block has no candidate
         __mmask16 in = n1 - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n1 - i)) - 1);
         __m512 up = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(in, cn + i), vb,
                                     _mm512_maskz_loadu_ps(in, a + i));
+        if (en) up = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(in, en + i), vg, up);
         unsigned c = _mm512_mask_cmp_ps_mask(in, up, vlo, _CMP_GE_OQ);
         for (; c; c &= c - 1) {
             const int n = i + __builtin_ctz(c);
-            q8block(xm, W, ex, 1, 1, n, N, K);  // writes ex[n]
+            if (fmt == BF16) hblock(xm, Wh, ex, 1, 1, n, N, K, BF16);  // writes ex[n]
+            else if (fmt == F16) hblock(xm, Wh, ex, 1, 1, n, N, K, F16);
+            else q8block(xm, W, ex, 1, 1, n, N, K);
+            if (fmt) ex[n] = round_to(ex[n], fmt);
             if (*bi < 0 || ex[n] > *bv) *bi = n, *bv = ex[n];
         }
     }
 }
+// the least value whose rounding to the format (fmt) can reach lo's rounding: lo less two of the
+// format's steps at lo (bf16 2^-7 |lo|, fp16 2^-10 |lo|, or a subnormal's step), and at most the
+// format's largest finite value (anything rounding to infinity lies above it)
+static inline float rounding_floor(float lo, int fmt) {
+    if (!fmt || !(lo > -INFINITY)) return lo;
+    const float t = fmt == BF16 ? lo - fabsf(lo) * 0x1p-6f - 0x1p-126f
+                                : lo - fabsf(lo) * 0x1p-9f - 0x1p-20f;
+    const float top = fmt == BF16 ? 0x1.fep127f : 65504.0f;
+    return t > top ? top : t;
+}
 void head_argmax(const float* x, const signed char* q, const float* s, const float* o,
-                 const float* cn, const float* rs, long long* best, int M, int N, int K,
-                 float* work, int threads) {
+                 const float* cn, const float* rs,
+                 // a 16-bit head (fmt BF16, F16; else 0 and NULL): wh's error bounds, its weights
+                 const float* en, const uint16_t* wh, int fmt,
+                 long long* best, int M, int N, int K, float* work, int threads) {
     wts W = {0, q, s, o, 32};
     unsigned char* hb = (unsigned char*)work;                   // (8, K) h + 128
     unsigned char* lb = hb + (size_t)8 * K;                     // (8, K) l + 64
     float* ap = (float*)(lb + (size_t)8 * K);                   // (8, N) approximations
     float* ex = ap + (size_t)8 * N;                             // (N,) exact sums, candidates
-    float sx[8], beta[8];
+    float sx[8], beta[8], gam[8];
     for (int m0 = 0; m0 < M; m0 += 8) {
         const int mb = M - m0 < 8 ? M - m0 : 8;
         int ok[8];
@@ -457,6 +560,7 @@ void head_argmax(const float* x, const signed char* q, const float* s, const flo
                 double e = (double)xm[k] - (double)sx[m] * r; ne += e * e;
             }
             beta[m] = (float)((sqrt(ne) + ldexp(sqrt(nx), -10)) * (1 + 1e-5));
+            gam[m] = (float)(sqrt(nx) * (1 + 0x1p-8));  // |x| and the exact sum's rounding
         }
         // each thread: its outputs' approximations and their highest lower bound per row; then,
         // with every thread's bound known, its outputs that can hold the maximum, exactly
@@ -471,7 +575,7 @@ void head_argmax(const float* x, const signed char* q, const float* s, const flo
             for (int m = 0; m < mb; m++) lot[t][m] = -INFINITY;
             switch (mb) {
 #define APPROX(b) case b: approx_span(b, q, s, hb, lb, rs, sx, ap, n0, n1, N, K, cn, beta, \
-                                      lot[t]); break;
+                                      en, gam, lot[t]); break;
                 APPROX(1) APPROX(2) APPROX(3) APPROX(4) APPROX(5) APPROX(6) APPROX(7) APPROX(8)
 #undef APPROX
             }
@@ -481,8 +585,9 @@ void head_argmax(const float* x, const signed char* q, const float* s, const flo
                 float lo = -INFINITY;
                 for (int u = 0; u < T; u++) if (lot[u][m] > lo) lo = lot[u][m];
                 bt[t][m] = -1;
-                if (ok[m]) exact_span(x + (size_t)(m0 + m) * K, W, ap + (size_t)m * N, cn,
-                                      beta[m], lo, ex, n0, n1, N, K, &bt[t][m], &vt[t][m]);
+                if (ok[m]) exact_span(x + (size_t)(m0 + m) * K, W, wh, fmt, ap + (size_t)m * N,
+                                      cn, beta[m], en, gam[m], rounding_floor(lo, fmt), ex, n0,
+                                      n1, N, K, &bt[t][m], &vt[t][m]);
             }
             #pragma omp barrier
             #pragma omp single
@@ -498,6 +603,7 @@ void head_argmax(const float* x, const signed char* q, const float* s, const flo
 #if defined(HEAD_SERIAL_SCAN)  // for comparison: the bounds scanned on one thread, as before
         for (int m = 0; m < mb; m++) {
             if (!ok[m]) continue;
+            if (fmt) { best[m0 + m] = -1; continue; }  // (fp32 heads only: the caller's logits)
             const float* a = ap + (size_t)m * N; const float b = beta[m];
             float lo = -INFINITY;
             for (int i = 0; i < N; i++) { float v = a[i] - cn[i] * b; if (v > lo) lo = v; }
