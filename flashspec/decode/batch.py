@@ -10,7 +10,8 @@ import torch
 from dataclasses import dataclass
 from dataclasses import field
 from dataclasses import replace
-from .fused import fused_auto_tree, fused_tree, kept_round, seed_round
+from .fused import (
+    fused_auto_tree, fused_tree, kept_round, round_nodes, seed_round)
 from .loop import (
     DecodeStats, as_drafter, check_int, check_request, check_room, check_sampling, count_round,
     end_round, eos_set, prefill_prompt, take_tokens)
@@ -534,7 +535,7 @@ def generate_fused_batch(target, # the target causal LM (a family with a native 
             if len(ids) < 2:
                 raise ValueError("The fused round needs a prompt of at least 2 tokens.")
             need = check_room(
-                target, len(ids), req.max_new_tokens, max(t.n_nodes, fixed_nodes or 0), max_len)
+                target, len(ids), req.max_new_tokens, round_nodes(t, fixed_nodes), max_len)
             queue.append((i, req, ids, need))
         except ValueError as e:
             results[i] = Result(req, error=str(e))

@@ -23,8 +23,8 @@ from ..util import cache_dir, interp, read_book, update_book
 from ..verify import Sampling, sample_tokens
 
 # %% auto #0
-__all__ = ['FUSED_CHAIN', 'FUSED_SIZES', 'fused_tree', 'level_plan', 'FusedRound', 'draft_levels', 'fused_round', 'kept_round',
-           'seed_round', 'generate_fused', 'fused_costs', 'fused_auto_tree']
+__all__ = ['FUSED_CHAIN', 'FUSED_SIZES', 'fused_tree', 'round_nodes', 'level_plan', 'FusedRound', 'draft_levels', 'fused_round',
+           'kept_round', 'seed_round', 'generate_fused', 'fused_costs', 'fused_auto_tree']
 
 # %% ../../nbs/10b_fused.ipynb #f0000007
 def fused_tree(paths:tuple, # the drafter's index paths (root excluded): `TreeConfig.index_paths()`
@@ -35,6 +35,12 @@ def fused_tree(paths:tuple, # the drafter's index paths (root excluded): `TreeCo
     t = compile_tree(tuple(paths) + tuple((r,) + (0,) * j for j in range(chain)))
     own = [0] + [i + 1 for i, p in enumerate(t.paths) if p[0] < r]
     return t, own, [i + 1 for i, p in enumerate(t.paths) if p[0] == r]
+
+def round_nodes(tree:Tree, # a fused round's tree (`fused_tree`)
+                fixed_nodes:int|None=None, # `FusedRound`'s: every forward at this many nodes
+               ) -> int:
+    "The nodes each of the round's target forwards verifies, the cache's room for a round."
+    return max(tree.n_nodes, fixed_nodes or 0)
 
 # %% ../../nbs/10b_fused.ipynb #f0000009
 def level_plan(tree:Tree, own:list[int]) -> list[tuple]:
@@ -343,8 +349,8 @@ def generate_fused(target, # the target causal LM (a family with a native forwar
         target, input_ids, max_new_tokens, sampling, seed, eos_token_id, tree)
     paths = () if fd is None else (tree or TreeConfig()).index_paths()
     t = fused_tree(paths, chain)[0]
-    nodes = max(t.n_nodes, fixed_nodes or 0)
-    need = bucket_slots(check_room(target, len(ids), max_new_tokens, nodes, None))
+    need = bucket_slots(check_room(target, len(ids), max_new_tokens, round_nodes(t, fixed_nodes),
+                                   None))
     r = kept_round(target, fd, tree, max(need, max_len or 0), chain, graph, compile, 1, sampling,
                    fixed_nodes, forward)
     seed_round(r, seed)
