@@ -10,9 +10,9 @@ import operator
 import threading
 import torch
 from .build import rows_kernel, stack_on
-from flashspec.kernel.formats import (
-    draft_copy, draft_int4_copy, draft_int8_copy, float_code, fp32_cpu, half_int4_copy, int4_copy,
-    int8_copy)
+from .formats import (
+    draft_copy, draft_int4_copy, draft_int8_copy, float_code, fp32_cpu, int4_copy, int8_copy)
+from .formats import half_int4_copy
 
 # %% auto #0
 __all__ = ['LAYER_NORMS', 'layer_args', 'feature_layer_args', 'modules_changed', 'layer_args_valid', 'weights_held',
