@@ -100,13 +100,20 @@ def float_code(t) -> int|None:
         return None
     return 0 if t.dtype == torch.float32 else HALF_CODES.get(t.dtype)
 
-def _kept(l, name:str, make) -> tuple|None:
-    """`make(weight)` for an fp32 `nn.Linear` on the CPU, made once and kept in the module's
-    `__dict__[name]` while the weight keeps its storage and version; None for anything else."""
-    w = getattr(l, "weight", None)
-    if type(l) is not torch.nn.Linear or not fp32_cpu(w): return None
-    try: key = (w.data_ptr(), w._version)
+def _key(w) -> tuple|None:
+    "What a copy of a weight is kept under: its address, version, dtype and shape."
+    try: return (w.data_ptr(), w._version, w.dtype, tuple(w.shape))
     except RuntimeError: return None  # an inference-mode tensor keeps no version
+
+def _kept(l, name:str, make,
+          codes:tuple=(0,), # the weights' `float_code`s taken (0: fp32)
+         ) -> tuple|None:
+    """`make(weight)` for an `nn.Linear` on the CPU whose weight is fp32 (or of `codes`), made once
+    and kept in the module's `__dict__[name]` while the weight keeps its storage and version; None
+    for anything else."""
+    w = getattr(l, "weight", None)
+    if type(l) is not torch.nn.Linear or float_code(w) not in codes: return None
+    if (key := _key(w)) is None: return None
     held = l.__dict__.get(name)
     if held is None or held[0] != key: held = l.__dict__[name] = (key, make(w))
     return held[1]
@@ -200,10 +207,8 @@ def argmax_copy(l) -> tuple|None:
 _HALF_CODES = (16, 17)  # `float_code`'s bf16 and fp16
 
 def _half_key(w) -> tuple|None:
-    "What a copy of a 16-bit CPU weight is kept under: its address, version, dtype and shape."
-    if float_code(w) not in _HALF_CODES: return None
-    try: return (w.data_ptr(), w._version, w.dtype, tuple(w.shape))
-    except RuntimeError: return None  # an inference-mode tensor keeps no version
+    "`_key` of a 16-bit CPU weight, else None."
+    return _key(w) if float_code(w) in _HALF_CODES else None
 
 def _fp32_source(source) -> tuple:
     """`(names, get)`: the fp32 tensors' names in `source` (a folder of `*.safetensors` files, or a
@@ -262,22 +267,22 @@ def half_argmax_copy(l) -> tuple|None:
     to the weights, rounded up (`en`); kept while the weight keeps its storage and version, else
     None."""
     w = getattr(l, "weight", None)
-    if (not head_argmax_on() or type(l) is not torch.nn.Linear or l.bias is not None
-            or (key := _half_key(w)) is None or w.shape[1] % 64):
+    if (not head_argmax_on() or getattr(l, "bias", None) is not None or w is None
+            or w.dim() != 2 or w.shape[1] % 64):
         return None
-    held = l.__dict__.get("_flashspec_half_argmax")
-    if held is None or held[0] != key:
-        N, K = w.shape
-        qs, ss, es = [], [], []
-        for i in range(0, N, 4096):  # a block of rows at a time: (4096, K / 32, 32)
-            wg = w[i:i + 4096].detach().float().reshape(-1, K // 32, 32)
-            s = (wg.abs().amax(-1) / 127).clamp_min(1e-30)                      # (n, K / 32)
-            q = torch.round(wg / s[..., None]).clamp(-127, 127)
-            gap = wg.double() - q.double() * s.double()[..., None]           # (n, K / 32, 32)
-            es.append(gap.square().sum((1, 2)).sqrt())
-            qs.append(q.to(torch.int8).reshape(-1, K)); ss.append(s)
-        q, s = torch.cat(qs).contiguous(), torch.cat(ss).contiguous()
-        en = torch.nextafter((torch.cat(es) * (1 + 1e-6)).float(), torch.tensor(float("inf")))
-        held = l.__dict__["_flashspec_half_argmax"] = (
-            key, (q, s, torch.zeros_like(s), *_bounds(q, s), en.contiguous()))
-    return held[1]
+    return _kept(l, "_flashspec_half_argmax", _argmax_grid, _HALF_CODES)
+
+def _argmax_grid(w:torch.Tensor) -> tuple: # (N, K) 16-bit, K a multiple of 64
+    "`half_argmax_copy`'s `(q, s, o, cn, rs, en)` of `w`."
+    N, K = w.shape
+    qs, ss, es = [], [], []
+    for i in range(0, N, 4096):  # a block of rows at a time: (4096, K / 32, 32)
+        wg = w[i:i + 4096].detach().float().reshape(-1, K // 32, 32)
+        s = (wg.abs().amax(-1) / 127).clamp_min(1e-30)                          # (n, K / 32)
+        q = torch.round(wg / s[..., None]).clamp(-127, 127)
+        gap = wg.double() - q.double() * s.double()[..., None]               # (n, K / 32, 32)
+        es.append(gap.square().sum((1, 2)).sqrt())
+        qs.append(q.to(torch.int8).reshape(-1, K)); ss.append(s)
+    q, s = torch.cat(qs).contiguous(), torch.cat(ss).contiguous()
+    en = torch.nextafter((torch.cat(es) * (1 + 1e-6)).float(), torch.tensor(float("inf")))
+    return q, s, torch.zeros_like(s), *_bounds(q, s), en.contiguous()

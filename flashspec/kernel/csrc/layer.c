@@ -396,35 +396,6 @@ static inline __attribute__((always_inline)) void attend_cache(
     }
 }
 #endif
-#if defined(VEXP)
-// s_j = exp(s_j - mx) at the slots a bias row br leaves open, 16 at a time (exp16: expf's bits)
-static inline void exp_open(float* s, const float* br, float mx, int S) {
-    const __m512 mxv = _mm512_set1_ps(mx);
-    for (int j = 0; j < S; j += 16) {
-        const __mmask16 in = S - j >= 16 ? 0xFFFF : (__mmask16)((1u << (S - j)) - 1);
-        const __mmask16 open = _mm512_mask_cmp_ps_mask(
-            in, _mm512_maskz_loadu_ps(in, br + j), _mm512_set1_ps(-1e37f), _CMP_NLT_UQ);
-        if (open) _mm512_mask_storeu_ps(s + j, open, exp16(
-            _mm512_sub_ps(_mm512_maskz_loadu_ps(in, s + j), mxv), open));
-    }
-}
-// a 16-bit cache's (fmt) sum of p_j v_j over the open slots in slot order, each value widened
-// exactly (head size 16 nv, the sums in registers), and the sum of the p_j: attend_rows's loop
-static inline __attribute__((always_inline)) float weigh_h(
-        const uint16_t* V, const float* p, const float* br, int S, const int nv, const int fmt,
-        float* out) {
-    v16 acc[8]; float l = 0.0f;
-    for (int i = 0; i < nv; i++) acc[i] = (v16){0};
-    for (int j = 0; j < S; j++) {
-        if (br[j] < -1e37f) continue;
-        const float pj = p[j]; l += pj;
-        const uint16_t* vr = V + (size_t)j * 16 * nv;
-        for (int i = 0; i < nv; i++) acc[i] += pj * widen_h(vr + 16 * i, fmt);
-    }
-    for (int i = 0; i < nv; i++) __builtin_memcpy(out + 16 * i, &acc[i], 64);
-    return l;
-}
-#endif
 // attention of each (row, head) over the slots its bias row leaves open, in slot order, over an
 // fp32 cache (fmt 0) or a 16-bit one (fmt BF16, F16: each key and value widened exactly as it is
 // read, the same sums as over fp32 copies of the cache)
@@ -457,16 +428,6 @@ static inline __attribute__((always_inline)) void attend_rows(
             if (!fmt && hd == 64) l = weigh(V, s, br, mx, S, 4, out);
             else if (!fmt && hd == 128) l = weigh(V, s, br, mx, S, 8, out);
             else
-#endif
-#if defined(VEXP)
-            if (fmt && (hd == 64 || hd == 128)) {  // the same sums, the exponentials 16 at once
-                exp_open(s, br, mx, S);
-                const int nv = hd / 16;
-                if (fmt == BF16) l = nv == 4 ? weigh_h(Vh, s, br, S, 4, BF16, out)
-                                             : weigh_h(Vh, s, br, S, 8, BF16, out);
-                else l = nv == 4 ? weigh_h(Vh, s, br, S, 4, F16, out)
-                                 : weigh_h(Vh, s, br, S, 8, F16, out);
-            } else
 #endif
             for (int j = 0; j < S; j++) {
                 if (br[j] < -1e37f) continue;

@@ -16,20 +16,20 @@ typedef uint32_t v16u __attribute__((vector_size(64)));
 #define F16 17
 #define Q4_BF16 20
 #define Q4_F16 21
-// 16 floats rounded to bf16 (to nearest, ties to even; a NaN to PyTorch's 0x7fc0, as f_half
-// rounds below) and widened back, by their bits
-static inline v16 round_bf16_v(v16 v) {
-    v16u u; __builtin_memcpy(&u, &v, 64);
-    const v16u nan = (v16u)((u & 0x7fffffffu) > 0x7f800000u);  // all ones where NaN
-    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    u = (u & ~nan) | (0x7fc00000u & nan);
-    __builtin_memcpy(&v, &u, 64); return v;
-}
-// the same for a group's 16 grid values, finite (`half_grids` keeps finite grids only): no NaN
+// 16 finite floats (a group's grid values: `half_grids` keeps finite grids only) rounded to bf16,
+// to nearest, ties to even, and widened back, by their bits
 static inline v16 round_bf16_finite(v16 v) {
     v16u u; __builtin_memcpy(&u, &v, 64);
     u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
     __builtin_memcpy(&v, &u, 64); return v;
+}
+// the same for any 16 floats: a NaN to PyTorch's 0x7fc0, as f_half rounds below
+static inline v16 round_bf16_v(v16 v) {
+    v16u u, r; __builtin_memcpy(&u, &v, 64);
+    const v16u nan = (v16u)((u & 0x7fffffffu) > 0x7f800000u);  // all ones where NaN
+    v = round_bf16_finite(v); __builtin_memcpy(&r, &v, 64);
+    r = (r & ~nan) | (0x7fc00000u & nan);
+    __builtin_memcpy(&v, &r, 64); return v;
 }
 static inline v16 round_f16_v(v16 v);  // (below: with the format's conversions)
 static inline v16 round_v(v16 v, int fmt) {  // fmt 0: as it is
@@ -315,20 +315,6 @@ static inline __attribute__((always_inline)) void q4block_f(
     for (int m = 0; m < mb; m++) for (int j = 0; j < nb; j++)
         y[(size_t)m * N + n + j] = lanes_sum(acc[m][j]);
 }
-static inline __attribute__((always_inline)) void q4block(
-        const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K) {
-    q4block_f(x, W, y, mb, nb, n, N, K, 0);
-}
-// 4-bit weights whose grid values are rounded to bf16 (fp16): the weights of a 16-bit layer that
-// such a grid gives back bit for bit, so the same products as hblock over them, in its order
-static inline __attribute__((always_inline)) void q4bblock(
-        const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K) {
-    q4block_f(x, W, y, mb, nb, n, N, K, BF16);
-}
-static inline __attribute__((always_inline)) void q4hblock(
-        const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K) {
-    q4block_f(x, W, y, mb, nb, n, N, K, F16);
-}
 // fblock over 16-bit weights (W.q, format fmt), each widened exactly: fblock's sums over their
 // fp32 copies, bit for bit
 static inline __attribute__((always_inline)) void hblock(
@@ -352,14 +338,15 @@ static inline __attribute__((always_inline)) void hblock(
         y[(size_t)m * N + n + j] = s;
     }
 }
-static inline __attribute__((always_inline)) void bfblock(
-        const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K) {
-    hblock(x, W, y, mb, nb, n, N, K, BF16);
-}
-static inline __attribute__((always_inline)) void hfblock(
-        const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K) {
-    hblock(x, W, y, mb, nb, n, N, K, F16);
-}
+// a block kind with its format fixed, as SPANS takes kinds (by name): 4-bit weights (q4block), and
+// those whose grid values are rounded to bf16 or fp16 (q4bblock, q4hblock: the weights of a 16-bit
+// layer that such a grid gives back bit for bit, so hblock's products over them, in its order);
+// 16-bit weights (bfblock, hfblock)
+#define FMT_BLOCK(kind, impl, fmt) static inline __attribute__((always_inline)) void kind( \
+        const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K) { \
+    impl(x, W, y, mb, nb, n, N, K, fmt); }
+FMT_BLOCK(q4block, q4block_f, 0) FMT_BLOCK(q4bblock, q4block_f, BF16)
+FMT_BLOCK(q4hblock, q4block_f, F16) FMT_BLOCK(bfblock, hblock, BF16) FMT_BLOCK(hfblock, hblock, F16)
 // outputs n0 .. n1 - 1 of mb rows: NB(mb) side by side, the rest one by one
 typedef void (*span_fn)(const float*, wts, float*, int, int, int, int);
 #define SPAN(kind, mb, nb) static void kind##mb(const float* x, wts W, float* y, int n0, \
