@@ -78,7 +78,9 @@ questions):
 
 On the GPU machine, from the project root (after the three copy runs):
   . .dev/env.sh && python3 tools/gpu_session.py --out $OUT --budget 540
-(carry: .dev/whl .dev/shared .dev/env.sh; timeout_s 600). A phase that does not finish in its share
+(carry: .dev/whl .dev/env.sh; timeout_s 600: the prompt sets ship inside the package now, so
+`.dev/shared`, which device-prep still packs, need not travel: then `unset FLASHSPEC_DATA`, which
+env.sh sets to it, after sourcing env.sh; the working tree is about 46 MiB). A phase that does not finish in its share
 leaves what it wrote (bench: its journal, one line per answer; train: the draft, saved when its time
 limit stops it, and its log; checkpoints are removed once a draft exists), and the archive holds
 every phase that ended before the run's limit.
@@ -102,8 +104,8 @@ the whole closure: here, `.venv/bin/python -m pip freeze > /tmp/cons.txt`, then
 `.venv/bin/python -m pip download --only-binary=:all: --python-version 3.12 --implementation cp
 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
 -c /tmp/cons.txt -d .dev/whl transformers==5.25.0 gguf==0.19.0` and remove numpy's wheel (the
-machine has numpy; 16 MB over a 64 MiB transfer); drop `.dev/shared/data/distill` unless the
-`train` phase runs. Begin the fourth run with `python3 -c "import flashspec"`: a missing module
+machine has numpy; 16 MB over a 64 MiB transfer); since 2026-12-07 the prompt sets ship in the
+package, so `.dev/shared` stays behind (see the carry line above). Begin the fourth run with `python3 -c "import flashspec"`: a missing module
 then costs seconds, not the phases.
 """
 
@@ -256,15 +258,14 @@ def plan(a) -> dict:
 
 def sources() -> list[str]:
     "The distillation pool's sources (for the rehearsal's caps)."
-    from flashspec.data import data_dir, DISTILL
+    from flashspec.data import DISTILL, data_file
     from flashspec.train.features import pool_sources
-    return sorted(set(pool_sources(data_dir() / DISTILL)) - {None})
+    return sorted(set(pool_sources(data_file(DISTILL))) - {None})
 
 def shared_answers() -> str:
     "Path of the shared answers file (the embedded target's greedy answers to the pool)."
-    from flashspec.data import data_dir
-    from flashspec.data import KD_ANSWERS
-    return str(data_dir() / KD_ANSWERS)
+    from flashspec.data import KD_ANSWERS, data_file
+    return str(data_file(KD_ANSWERS))
 
 def shipped() -> str:
     "Path of the feature drafter shipped in the package."

@@ -11,7 +11,7 @@ from pathlib import Path
 from ..bench import (
     ADAPTIVE, FUSED, MERGED, METHODS, bench, category_table, plot, store_config, table)
 from .options import adaptive_config, load_models, merge_gate, store_drafter
-from ..data import read_prompts
+from ..data import SPECBENCH, data_file, read_prompts, say_read
 from ..decode.fused import fused_auto_tree
 from ..decode.monitor import monitor_html
 from ..drafters.weights import template_hash
@@ -29,7 +29,8 @@ def add_bench(sub):
     b = sub.add_parser("bench", help="Spec-Bench benchmark against baselines, in one process")
     b.add_argument(
         "--prompts",
-        help="Spec-Bench-format JSONL (default: ../shared/data/specbench/question.jsonl)")
+        help="Spec-Bench-format JSONL (default: Spec-Bench, shipped with flashspec, or"
+             " $FLASHSPEC_DATA's)")
     b.add_argument(
         "--limit",
         type=int,
@@ -87,9 +88,12 @@ def cmd_bench(args):
         if f is not None and not Path(f).resolve().parent.is_dir():
             raise FileNotFoundError(f"--{k} {f}: no folder {Path(f).resolve().parent}.")
     s = Sampling(args.temperature, args.top_k, args.top_p)  # a bad one refused before models load
-    target, tok, draft = load_models(args)
-    prompts = read_prompts(args.prompts, categories=args.categories, limit=args.limit)
+    # read before the models load: a bad file fails at once
+    path = args.prompts or data_file(SPECBENCH)
+    prompts = read_prompts(path, categories=args.categories, limit=args.limit)
     if args.first_turns: prompts = [dict(q, turns=q["turns"][:1]) for q in prompts]
+    say_read(path, f"{len(prompts)} questions")
+    target, tok, draft = load_models(args)
     meta = dict(
         hardware=hardware(args.device), dtype=args.dtype,
         model=args.target or "SmolLM2-135M-Instruct (embedded)", draft=args.draft_name,

@@ -13,7 +13,7 @@ from .bench import add_bench
 from .distill import add_distill
 from .export import add_export
 from .options import adaptive_config, load_models, make_drafter, merge_gate, model_args
-from ..data import read_prompts
+from ..data import SPECBENCH, data_file, read_prompts, say_read
 from ..decode.fused import FUSED_CHAIN, fused_auto_tree, generate_fused
 from ..decode.loop import speculate
 from ..kernel.build import kernel_status, rows_kernel
@@ -77,9 +77,12 @@ def cmd_generate(args):
 def cmd_demo(args):
     """`flashspec demo`: plain against speculative decoding on a few Spec-Bench prompts, outputs
     checked identical."""
+    # read before the models load: a bad file fails at once
+    path = args.prompts or data_file(SPECBENCH)
+    prompts = [dict(q, turns=q["turns"][:1]) for q in read_prompts(path, limit=args.n)]
+    say_read(path, f"{len(prompts)} prompts")
     target, tok, draft = load_models(args)
     say_kernel(target)
-    prompts = [dict(q, turns=q["turns"][:1]) for q in read_prompts(args.prompts, limit=args.n)]
     name = args.target or "SmolLM2-135M-Instruct (embedded)"
     q = f", {args.quantize}" if args.quantize else ""
     mp = f", adaptive (min_prob {args.min_prob:g})" if args.min_prob else ""
@@ -144,7 +147,8 @@ def parser() -> argparse.ArgumentParser:
         "demo", help="plain vs speculative decoding on a few Spec-Bench prompts, checked identical")
     d.add_argument(
         "--prompts",
-        help="Spec-Bench-format JSONL (default: ../shared/data/specbench/question.jsonl)")
+        help="Spec-Bench-format JSONL (default: Spec-Bench, shipped with flashspec, or"
+             " $FLASHSPEC_DATA's)")
     d.add_argument("--n", type=int, default=6, help="number of prompts, spread over categories")
     model_args(d)
     d.set_defaults(fn=cmd_demo, max_new_tokens=96)

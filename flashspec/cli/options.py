@@ -124,7 +124,7 @@ def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
         metavar="NPZ",
         help=(
             "also merge in the most frequent continuations of the target's own earlier answers (a"
-            " `distill-data` file; with no file, the shared answers of the embedded target); more"
+            " `distill-data` file; with no file, the shipped answers of the embedded target); more"
             " tokens per forward, measured slower on a 2-core CPU"))
     p.add_argument(
         "--depth",

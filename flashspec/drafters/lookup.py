@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from collections import Counter
 from pathlib import Path
-from ..data import KD_ANSWERS, data_dir
+from ..data import KD_ANSWERS, data_file
 from .base import Draft, Drafter
 from ..tree import compile_tree
 
@@ -118,12 +118,12 @@ class AnswerStore:
         return 0, None
 
 def answers_store(
-    # a `kd_answers_*.npz` (default: the shared data's, the embedded target's)
+    # a `kd_answers_*.npz` (default: the shipped one, the embedded target's)
     path:str|Path|None=None,
     vocab_size:int|None=None, # the target's vocabulary: every token must be below it
     ngrams=(4, 3, 2)) -> AnswerStore:
     "An `AnswerStore` of the answer tokens (prompts left out) of a `flashspec distill-data` file."
-    d = np.load(Path(path) if path is not None else data_dir()/KD_ANSWERS)
+    d = np.load(Path(path) if path is not None else data_file(KD_ANSWERS))
     # each `d[key]` reads the file again: once
     tokens, offs, n_prompt = d["tokens"], d["offsets"], d["n_prompt"]
     if vocab_size is not None and int(tokens.max()) >= vocab_size:

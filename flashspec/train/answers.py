@@ -13,7 +13,7 @@ import tempfile
 import time
 import torch
 from pathlib import Path
-from ..data import DISTILL, data_dir, read_prompts
+from ..data import DISTILL, data_file, read_prompts
 from ..decode.loop import speculate
 from ..target import encode_chat
 from ..util import atomic_write, stale_temporaries, target_fingerprint, temporary_prefix
@@ -314,11 +314,11 @@ def _answer_plan(target, tok, out:Path, convs:list, done:int, max_prompt_tokens:
           f" {answer:,} answer tokens and {human_bytes(need)} in {out} ({human_bytes(free)} free);"
           f" at most about {human_seconds(steps * step)} ({step:.2f} s per batch step measured)")
 
-def pool_slice(prompts:str|Path|None=None, # JSONL prompt pool; None = `data_dir()/DISTILL`
+def pool_slice(prompts:str|Path|None=None, # JSONL prompt pool; None = `data_file(DISTILL)`
                start:int=0, stop:int|None=None) -> list[dict]:
     """Conversations `start:stop` of the pool taken round-robin over its categories (so prefixes are
     stable)."""
-    path = prompts if prompts is not None else data_dir() / DISTILL
+    path = prompts if prompts is not None else data_file(DISTILL)
     convs = read_prompts(path, limit=stop)[start:stop]
     if not convs:
         where = f" (conversations {start}:{'' if stop is None else stop})" if start or stop else ""
@@ -326,7 +326,7 @@ def pool_slice(prompts:str|Path|None=None, # JSONL prompt pool; None = `data_dir
     return convs
 
 def make_distill_data(target, tok, out:str|Path, # output folder (shards, then `out/data`)
-                      prompts:str|Path|None=None, # JSONL prompt pool; None = `data_dir()/DISTILL`
+                      prompts:str|Path|None=None, # JSONL prompt pool; None = `data_file(DISTILL)`
                       # conversations to use, spread over categories; None = all
                       n_prompts:int|None=None,
                       max_prompt_tokens:int=512, max_new_tokens:int=256,
@@ -356,7 +356,7 @@ def make_distill_data(target, tok, out:str|Path, # output folder (shards, then `
 def _made_by(target, tok, prompts) -> dict:
     "The target (its fingerprint and dtype), tokenizer and prompt pool data are made from."
     t = hashlib.sha256(f"{tok.chat_template}|{len(tok)}|{tok.eos_token}".encode()).hexdigest()
-    pool = Path(prompts if prompts is not None else data_dir()/DISTILL).resolve()
+    pool = Path(prompts if prompts is not None else data_file(DISTILL)).resolve()
     return dict(
         target=target_fingerprint(target), dtype=str(target.get_output_embeddings().weight.dtype),
         tokenizer=t[:16], prompts=str(pool))
@@ -367,13 +367,13 @@ def save_answers(path:str|Path, toks:list, # each row's token ids: its prompt, t
                  # each row's answer set (`merge_answers`); None = one set, no `part` array
                  part:list|None=None,
                 ) -> Path:
-    """Rows in the format of the shared answers file (`tokens`, `offsets`, `n_prompt`, `turn`,
+    """Rows in the format of the shipped answers file (`tokens`, `offsets`, `n_prompt`, `turn`,
     `conv`; see the data README), written atomically: what `flashspec distill --kd` reads."""
     import numpy as np
     if not len(toks): raise ValueError("No rows to save.")
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     flat = np.concatenate([np.asarray(t, dtype=np.int64) for t in toks])
-    # the shared file's uint16 holds ids below 65,536; a larger vocabulary is stored as int32
+    # the shipped file's uint16 holds ids below 65,536; a larger vocabulary is stored as int32
     dt = np.uint16 if flat.max() < 2**16 else np.int32
     arrays = dict(
         tokens=flat.astype(dt),
@@ -414,11 +414,11 @@ def pool_lines(prompts:str|Path) -> dict:
 
 def answers_file(rows, # `make_distill_data`'s rows (`id`, `turn`, `input_ids`, `n_prompt`)
                  path:str|Path,
-                 prompts:str|Path|None=None, # the pool they answer; None = `data_dir()/DISTILL`
+                 prompts:str|Path|None=None, # the pool they answer; None = `data_file(DISTILL)`
                 ) -> Path:
     """The target's answers saved as an answers file (`save_answers`) for `flashspec distill --kd`,
     each row's `conv` the line of its conversation in `prompts`."""
-    prompts = prompts if prompts is not None else data_dir()/DISTILL
+    prompts = prompts if prompts is not None else data_file(DISTILL)
     col = (lambda k: [r[k] for r in rows]) if isinstance(rows, list) else (lambda k: rows[k])
     line, ids = pool_lines(prompts), [str(i) for i in col("id")]
     missing = sorted(set(ids) - set(line))

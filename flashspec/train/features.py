@@ -129,7 +129,7 @@ def _open(path:Path, shape, dtype, mode):
 
 @torch.no_grad()
 def extract_features(
-    # the `kd_answers_*.npz` of the shared data (or any file of its format)
+    # the `kd_answers_*.npz` shipped with the package (or any file of its format)
     target, tok, kd_path:str|Path,
     out:str|Path, # folder of the cache
     rows:np.ndarray|None=None, # row indices to use (default: the last row of each conversation)
