@@ -6,10 +6,11 @@
 from __future__ import annotations
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
-from ..data import DISTILL, KD_ANSWERS, data_dir
+from ..data import DISTILL, KD_ANSWERS, data_dir, data_file, say_read
 from ..drafters.slice import DESIGNS, make_draft
 from ..drafters.weights import store_acceptance, template_hash
 from ..target import EMBEDDED_NAME, check_device, load_target
@@ -30,7 +31,9 @@ def _data_args(p):
     p.add_argument(
         "--target",
         help="local HF checkpoint of the target (default: embedded SmolLM2-135M-Instruct)")
-    p.add_argument("--prompts", help="JSONL prompt pool (default: the shared distillation pool)")
+    p.add_argument(
+        "--prompts",
+        help="JSONL prompt pool (default: the distillation pool shipped with flashspec)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument(
         "--n-prompts", type=int,
@@ -48,7 +51,7 @@ def _data_args(p):
     p.add_argument(
         "--answer-temperature", type=float, default=0.0,
         help="0: greedy answers (the default); else answers sampled at this temperature: other"
-             " answers than the shared file's greedy ones, to train on beside them")
+             " answers than the shipped file's greedy ones, to train on beside them")
     p.add_argument("--answer-seed", type=int, help="sampled answers: the seed (reproducible)")
     p.add_argument(
         "--device",
@@ -79,10 +82,39 @@ def check_numbers(args:argparse.Namespace):
     if all(x == 0 for x in w if x is not None) and any(x is not None for x in w):
         raise ValueError("--w-ce, --w-kd and --w-feat are all 0: the draft would learn nothing.")
 
+def _rank0(fn, device:str="cpu"):
+    """`fn()` run by rank 0 alone while the other processes (`torchrun`, `accelerate launch`) wait;
+    every process returns its result (broadcast; one process: just `fn()`). An error in rank 0 is
+    raised there and stops the others too (they exit 1 saying so), rather than leaving them waiting.
+    Never call it inside `fn`: the other processes are not there to meet it."""
+    if int(os.environ.get("WORLD_SIZE", "1")) == 1: return fn()
+    import torch
+    from accelerate import PartialState
+    from accelerate.utils import broadcast_object_list
+    # the processes' group (gloo on the CPU), as `train_draft`'s accelerator will find it
+    st = PartialState(cpu=torch.device(device).type != "cuda")
+    box = [None, None]  # fn's result, or rank 0's error
+    try:
+        if st.is_main_process: box[0] = fn()
+    except BaseException as e:
+        box[1] = f"{type(e).__name__}: {e}"
+        raise
+    finally:  # (a barrier: the others wait here for rank 0)
+        broadcast_object_list(box, from_process=0)
+    if box[1] is not None:
+        raise SystemExit(
+            f"flashspec: process {st.process_index} stopped: process 0 failed ({box[1]})")
+    return box[0]
+
 def cmd_distill_data(args):
     """`flashspec distill-data`: the target answers the pool on `--device` (and teacher-forces
-    `--text-prompts` more)."""
+    `--text-prompts` more); launched as several processes, rank 0 alone does it."""
+    return _rank0(lambda: _distill_data(args), args.device)
+
+def _distill_data(args):
+    "`cmd_distill_data` in this process (`distill` calls it in rank 0)."
     check_numbers(args)
+    say_read(args.prompts or data_file(DISTILL), "the prompt pool")
     target, tok = load_target(args.target, dtype=args.data_dtype, device=args.device)
     t0 = time.time()
     ds = make_distill_data(
@@ -137,7 +169,7 @@ def _check_held_out(init, held):
             " other prompts (e.g. Spec-Bench).")
 
 def _kd_file(args) -> Path:
-    """The answers a feature cache is made from: `--kd`; the shared file for the embedded target;
+    """The answers a feature cache is made from: `--kd`; the shipped file for the embedded target;
     for another target its own answers, made into `OUT/answers.npz` first if they are not there."""
     if args.kd and len(args.kd) > 1:  # answer sets of one pool, e.g. greedy and sampled
         return merge_answers(args.kd, Path(args.out)/"answers-merged.npz")
@@ -152,33 +184,32 @@ def _kd_file(args) -> Path:
         # (refused if not; their top-k, which the feature cache does not read, as it was), extended
         # to --n-prompts
         topk = json.loads(made.read_text()).get("topk", 0)
-        cmd_distill_data(argparse.Namespace(**{**vars(args), "topk": topk, "text_prompts": 0}))
+        _distill_data(argparse.Namespace(**{**vars(args), "topk": topk, "text_prompts": 0}))
     if not kd.exists():
         from transformers import AutoTokenizer
         # before hours of answers: can the feature cache find them in this template?
         assistant_markers(AutoTokenizer.from_pretrained(args.target))
-        # the shared answers are the embedded model's: this target answers the pool itself, as
+        # the shipped answers are the embedded model's: this target answers the pool itself, as
         # `distill-data` does (resumable), without top-k logits (the feature cache keeps its own)
-        print(f"flashspec: {args.target} answers the prompt pool first (the shared answers are the"
+        print(f"flashspec: {args.target} answers the prompt pool first (the shipped answers are the"
               f" embedded model's; --kd FILE reads answers it wrote before):"
               f" {Path(args.out)/'answers'}", file=sys.stderr)
-        cmd_distill_data(argparse.Namespace(**{**vars(args), "topk": 0, "text_prompts": 0}))
+        _distill_data(argparse.Namespace(**{**vars(args), "topk": 0, "text_prompts": 0}))
     return kd
 
 def _feature_rows(args, kd:Path):
     """The rows of the answers file `kd` a feature cache takes: `--cap`'s (a seeded shuffle), else
     the conversations spread over the pool's categories; at most `--n-prompts`. Says which."""
     import numpy as np
-    pool, caps, n = args.prompts or data_dir()/DISTILL, _caps(args.cap), args.n_prompts
+    pool, caps, n = args.prompts or data_file(DISTILL), _caps(args.cap), args.n_prompts
     d = np.load(kd)
     total = len(last_rows(d["offsets"], d["conv"], d["part"] if "part" in d.files else None))
     rows = capped_rows(kd, pool, caps)[:n] if caps else spread_rows(kd, pool, n)
-    try: shared = Path(kd).resolve() == (data_dir()/KD_ANSWERS).resolve()
-    except FileNotFoundError: shared = False  # no shared data here
+    shared = Path(kd).resolve() == (data_dir()/KD_ANSWERS).resolve()
     how = (f" (--cap{', --n-prompts' if n is not None else ''})" if caps
            else " (--n-prompts)" if n is not None and n < total else "")
     print(f"flashspec: the feature cache takes the target's answers in {kd}"
-          f"{' (the shared answers of the embedded model)' if shared else ''}: {len(rows)} of its"
+          f"{' (the shipped answers of the embedded model)' if shared else ''}: {len(rows)} of its"
           f" {total} conversations{how}", file=sys.stderr)
     return rows
 
@@ -192,23 +223,28 @@ def cmd_distill_features(args):
     import numpy as np
 
     feats = Path(args.features or Path(args.out)/"features")
-    done = (feats/"progress.json").exists() and (
-        FeatureData(feats).meta["rows"] == len(FeatureData(feats)))
-    # a finished cache named by --features is used as it is, unless conversations are asked for;
-    # else its answers and it are checked to be this run's (refused if not) and made or finished
-    if not done or not args.features or args.n_prompts is not None or args.cap:
-        kd = _kd_file(args)
-        rows = _feature_rows(args, kd)
-        if args.held_out is None: args.held_out = _held_out(len(rows))
-        if args.held_out and not args.features_only and args.held_out >= len(rows):
-            raise ValueError(  # before the pass, not after it
-                f"Holding out {args.held_out} of {len(rows)} conversations (--held-out) leaves none"
-                " to train on: hold out fewer, or take more (--n-prompts).")
-        # features and top-k from a bf16 pass (3x faster on the CPU), on --device
-        t16, tok = load_target(args.target, dtype="bfloat16", device=args.device)
-        extract_features(t16, tok, kd, feats, rows=rows, k=args.topk_features)
-        del t16
-    if getattr(args, "features_only", False): print(f"feature cache ready: {feats}"); return 0
+    def prepare():  # rank 0's (several processes: the others wait, then read the cache)
+        done = (feats/"progress.json").exists() and (
+            FeatureData(feats).meta["rows"] == len(FeatureData(feats)))
+        # a finished cache named by --features is used as it is, unless conversations are asked
+        # for; else its answers and it are checked to be this run's (refused if not) and made or
+        # finished
+        if not done or not args.features or args.n_prompts is not None or args.cap:
+            kd = _kd_file(args)
+            rows = _feature_rows(args, kd)
+            if args.held_out is None: args.held_out = _held_out(len(rows))
+            if args.held_out and not args.features_only and args.held_out >= len(rows):
+                raise ValueError(  # before the pass, not after it
+                    f"Holding out {args.held_out} of {len(rows)} conversations (--held-out) leaves"
+                    " none to train on: hold out fewer, or take more (--n-prompts).")
+            # features and top-k from a bf16 pass (3x faster on the CPU), on --device
+            t16, tok = load_target(args.target, dtype="bfloat16", device=args.device)
+            extract_features(t16, tok, kd, feats, rows=rows, k=args.topk_features)
+            del t16
+        if getattr(args, "features_only", False): print(f"feature cache ready: {feats}")
+        return args.held_out
+    args.held_out = _rank0(prepare, args.device)
+    if getattr(args, "features_only", False): return 0
     # the draft trains where it lives
     target, tok = load_target(args.target, dtype="float32", device=args.device)
     data = FeatureData(feats)
@@ -242,18 +278,21 @@ def cmd_distill_features(args):
         fd, log = train_feature_drafter(
             target, train, args.out, ttt_steps=args.ttt_steps, step_decay=args.step_decay,
             w_feat=args.w_feat, init=args.init, **common)
-        if held is not None:
+    else:
+        _, log = train_slice_on_features(
+            target, train, args.out, args.design, args.layers, **common)
+    def report():  # rank 0's, the weights saved (`train_draft` returns after)
+        if args.design == "eagle3" and held is not None:
             # the table `auto_tree` reads: teacher-forced on rows like the training data, so
             # optimistic for prompts unlike them (measure `chain_acceptance` on such prompts)
             P = rank_acceptance(fd, held)
             store_acceptance(Path(args.out)/"draft.safetensors", P)
             print(f"held-out acceptance per draft step (top-1, {len(held)} conversations,"
                   f" teacher-forced; stored for auto_tree): {[round(r[0], 3) for r in P]}")
-    else:
-        _, log = train_slice_on_features(
-            target, train, args.out, args.design, args.layers, **common)
-    atomic_write(Path(args.out)/"log.json", lambda t: Path(t).write_text(json.dumps(log)))
-    print(f"target unchanged; trained {args.design} draft -> {Path(args.out)/'draft.safetensors'}")
+        atomic_write(Path(args.out)/"log.json", lambda t: Path(t).write_text(json.dumps(log)))
+        print(f"target unchanged; trained {args.design} draft ->"
+              f" {Path(args.out)/'draft.safetensors'}")
+    _rank0(report, args.device)  # the other processes wait for it, then exit
     return 0
 
 def _design_defaults(args):
@@ -280,7 +319,8 @@ def cmd_distill(args):
             " --features.")
     data = [Path(d) for d in args.data] if args.data else [Path(args.out)/"answers"]
     if not args.data:
-        # made, resumed or checked to match these settings (refused if other settings made it)
+        # made, resumed or checked to match these settings (refused if other settings made it);
+        # by rank 0 alone, the other processes waiting to read them
         cmd_distill_data(args)
         if args.text_prompts: data.append(Path(args.out)/"text")
     # --data folders: the first --n-prompts conversations of each
@@ -311,28 +351,30 @@ def cmd_distill(args):
         time_limit=_seconds(args.time_limit), settings=dict(design=args.design, n_base=args.layers))
     if param_hashes(target) != before:
         raise RuntimeError("Training changed the target's parameters.")
-    atomic_write(Path(args.out)/"log.json", lambda t: Path(t).write_text(json.dumps(log)))
-    k = max(1, len(log) // 10)
-    tenths = [log[i:i + k] for i in range(0, len(log), k)]
-    print(
-        "loss, mean of each tenth of the run: "
-        + " ".join(f"{sum(r['loss'] for r in t) / len(t):.2f}" for t in tenths))
-    print(f"target unchanged ({len(before)} parameter and buffer hashes equal); "
-          f"trained draft -> {Path(args.out)/'draft.safetensors'}")
+    def report():  # rank 0's, the weights saved (`train_draft` returns after)
+        atomic_write(Path(args.out)/"log.json", lambda t: Path(t).write_text(json.dumps(log)))
+        k = max(1, len(log) // 10)
+        tenths = [log[i:i + k] for i in range(0, len(log), k)]
+        print(
+            "loss, mean of each tenth of the run: "
+            + " ".join(f"{sum(r['loss'] for r in t) / len(t):.2f}" for t in tenths))
+        print(f"target unchanged ({len(before)} parameter and buffer hashes equal); "
+              f"trained draft -> {Path(args.out)/'draft.safetensors'}")
+    _rank0(report, args.device)  # the other processes wait for it, then exit
     return 0
 
 _DISTILL_DATA = f"""Train a draft on its target's own answers. Which data a run uses: --design
 eagle3 (the default) reads the answers in --kd FILE; without it, for the embedded model (no
---target, or the folder it was converted to), the shared answers ({KD_ANSWERS} of the shared
-data: 12,042 conversations answered already, so --max-prompt-tokens, --max-new-tokens, --topk
-and --answer-* do not apply); for any other target, OUT/answers.npz, which the target first
-writes by answering the pool (--prompts, --n-prompts; as distill-data does). The target's
-features at those answers are cached in OUT/features (--features): at most --n-prompts of the
-answers' conversations, spread over the pool's categories (--cap: per source), else all of them,
-which for the shared answers is a teacher-forced pass over 3.45M tokens into a 12 GB feature
-cache; a pass prints its size and time first and is refused if the disk cannot hold it. --design
-slice or frozen+1 trains on distill-data folders (--data: their first --n-prompts
-conversations), else makes OUT/answers (the pool answered, with top-k logits) first."""
+--target, or the folder it was converted to), the shipped answers ({KD_ANSWERS} in the package's
+sets: 12,042 conversations answered already, so --max-prompt-tokens, --max-new-tokens, --topk and
+--answer-* do not apply); for any other target, OUT/answers.npz, which the target first writes by
+answering the pool (--prompts, --n-prompts; as distill-data does). The target's features at those
+answers are cached in OUT/features (--features): at most --n-prompts of the answers' conversations,
+spread over the pool's categories (--cap: per source), else all of them, which for the shipped
+answers is a teacher-forced pass over 3.45M tokens into a 12 GB feature cache; a pass prints its
+size and time first and is refused if the disk cannot hold it. --design slice or frozen+1 trains on
+distill-data folders (--data: their first --n-prompts conversations), else makes OUT/answers (the
+pool answered, with top-k logits) first."""
 
 def add_distill(subparsers):
     "Register `distill-data` and `distill` on an argparse subparsers object."
@@ -392,7 +434,7 @@ def add_distill(subparsers):
             "with --design slice, the slice trains on the same rows"))
     g.add_argument(
         "--kd", nargs="+",
-        help=f"the target's answers, as the shared {KD_ANSWERS} (its default); several files of"
+        help=f"the target's answers, as the shipped {KD_ANSWERS} (its default); several files of"
              " one pool are merged, each its own answer set")
     g.add_argument(
         "--topk-features", type=int, default=8, help="target logits kept per position in the cache")

@@ -242,7 +242,8 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
                 # `step_fn(model, rows, device) -> (loss, parts)` for other designs (default: the
                 # slice's loss)
                 step_fn=None,
-                # seconds: the LR anneals by then; stop after the step reaching it, save
+                # seconds: the LR anneals by then; stop after the step reaching it, save (rank 0's
+                # clock decides for all processes)
                 time_limit:float|None=None,
                 # further settings the result depends on (e.g. a design's loss options): a resumed
                 # run must have the same
@@ -310,7 +311,10 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
     draft.train()
     # `done`: the steps the saved weights have, fewer if the time limit stops it (a finished run
     # resumed: its own)
-    t0, done = time.time(), max(steps, start)
+    t0, done, late = time.monotonic(), max(steps, start), False
+    # the time limit's decisions, rank 0's (its monotonic clock) sent to all: the planned step the
+    # clock has reached (the schedule's), and 1 = stop after this step
+    when = torch.zeros(2, dtype=torch.long, device=acc.device)  # (2,)
     bar = tqdm(
         total=steps, initial=start, desc="distill", disable=not (progress and acc.is_main_process))
     for step in range(start, steps):
@@ -330,10 +334,14 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
             for p in params:  # a parameter this process's share did not reach: a zero gradient
                 if p.grad is None: p.grad = torch.zeros_like(p)
             _all_mean([p.grad for p in params], acc.num_processes)
-        if time_limit is not None:  # the planned step the clock has reached
-            clock[0] = (
-                steps if time_limit <= 0 else int(steps * min(1.0, (time.time() - t0) / time_limit))
-            )
+        if time_limit is not None:
+            if acc.is_main_process:
+                e = time.monotonic() - t0  # seconds trained, by rank 0's clock
+                when[0] = steps if time_limit <= 0 else int(steps * min(1.0, e / time_limit))
+                when[1] = int(e >= time_limit)
+            # one small broadcast (none for one process): every rank the same steps, the same rates
+            _all_mean([when], acc.num_processes, broadcast=True)
+            clock[0], late = int(when[0]), bool(when[1])
         opt.step(); sched.step(); opt.zero_grad(set_to_none=True)
         # the log: the whole batch's figures (each process's, averaged)
         vals = torch.tensor(  # float64: the figures as they were, one process or several
@@ -344,12 +352,12 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
         log.append(rec)
         bar.update(1)
         bar.set_postfix(loss=f"{rec['loss']:.3f}", ce=f"{parts['ce']:.3f}", kl=f"{parts['kl']:.3f}")
-        late = time_limit is not None and time.time() - t0 >= time_limit
         if (step + 1) % ckpt_every == 0 or step + 1 == steps or late: save(step + 1)
         if on_step is not None: on_step(step + 1, rec)
         if late and step + 1 < steps:
             done = step + 1
-            print(f"time limit reached: stopped after step {done} of {steps}")
+            if acc.is_main_process:
+                print(f"time limit reached: stopped after step {done} of {steps}")
             break
     bar.close()
     # a finished run resumed: its checkpoint written again (the same state), which clears the
@@ -365,6 +373,7 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
                 steps=done, planned_steps=steps, batch_size=batch_size, lr=lr, w_ce=w_ce, w_kd=w_kd,
                 T=T, seed=seed),
             vocab=vocab)
+    acc.wait_for_everyone()  # every process returns once the weights are saved
     return log
 
 # %% ../../nbs/13a_distill.ipynb #4151fca6s2
