@@ -5,6 +5,7 @@
 # %% ../nbs/07_engine.ipynb #07_engh0
 from __future__ import annotations
 import functools
+import math
 import statistics
 import time
 import torch
@@ -17,7 +18,7 @@ from transformers.models.llama.modeling_llama import eager_attention_forward
 from .kernel.build import (
     draft_int4_on, draft_int8_on, exact_int4_on, exact_int8_on, head_argmax_on, kernel_id,
     layer_kernel_on, rows_kernel)
-from .kernel.formats import HALF_CODES, half_grids, int8_copy
+from .kernel.formats import HALF_CODES, half_grids, int8_copy, weight_files
 from .kernel.layers import fresh_args, layer_args, layers_ok, llama_layers
 from .kernel.products import head_argmax, rows_linear, rows_ok, rows_q8
 from .kvcache import StaticKVCache, causal_bias
@@ -26,10 +27,10 @@ from .tree import Tree, TreeBatch, compile_tree
 from .util import cpu_id, hardware, median_ms, target_fingerprint
 
 # %% auto #0
-__all__ = ['NATIVE_TYPES', 'MATMULS', 'LARGE_M', 'ENGINES', 'wx_linear', 'up_linear', 'pick_matmul', 'Products', 'put_rows',
-           'group_bias', 'gqa_attention', 'visible_order', 'row_attention', 'find_grids', 'NativeForward', 'TreeInputs',
-           'accept_tensors', 'greedy_accept', 'greedy_accept_batch', 'HFForward', 'allow_recompiles', 'make_forward',
-           'forward_ms', 'forward_gap', 'forward_passes', 'costs_key']
+__all__ = ['NATIVE_TYPES', 'MATMULS', 'LARGE_M', 'ENGINES', 'COST_SIZES', 'wx_linear', 'up_linear', 'pick_matmul', 'Products',
+           'put_rows', 'group_bias', 'gqa_attention', 'visible_order', 'row_attention', 'find_grids', 'NativeForward',
+           'TreeInputs', 'accept_tensors', 'greedy_accept', 'greedy_accept_batch', 'HFForward', 'allow_recompiles',
+           'make_forward', 'forward_ms', 'forward_gap', 'forward_passes', 'costs_key', 'cost_table']
 
 # %% ../nbs/07_engine.ipynb #7caaae8c
 NATIVE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
@@ -229,11 +230,13 @@ def find_grids(model) -> int:
     """`half_grids(model, its checkpoint folder)` once for a bf16 or fp16 model on the CPU loaded
     from a local folder (`name_or_path`), so that its C layers read the 4-bit grids its weights were
     rounded from where the folder's fp32 weights hold them; the count of layers given one (0 where
-    nothing is to be found, or it was looked for before at this dtype)."""
+    nothing is to be found, or it was looked for before at this dtype). Only the files the weights
+    were loaded from are read (`weight_files`), and one that cannot be read is skipped: the grids
+    are a speed-up, never a reason to fail."""
     w = next((p for p in model.parameters() if p.dim() == 2), None)
     where = Path(getattr(model, "name_or_path", None) or "/nonexistent")
     if (w is None or w.dtype not in HALF_CODES or w.device.type != "cpu"
-            or not where.is_dir() or not any(where.glob("*.safetensors"))):
+            or not where.is_dir() or not weight_files(where)):
         return 0
     key = (str(where.resolve()), w.dtype)
     if model.__dict__.get("_flashspec_grids_from") == key: return 0
@@ -756,3 +759,25 @@ def costs_key(target, draft, engine:str, compile:bool) -> str:
         f"|threads={torch.get_num_threads()}"
         # `quantize_target`'s method
         + (f"|quant={q}" if (q := getattr(target, "flashspec_quant", None)) else ""))
+
+# %% ../nbs/07_engine.ipynb #07_engct1
+COST_SIZES = 64  # the largest size (nodes, or a chain's depth) a measured-cost table holds
+
+def cost_table(t, # a table of measured costs as read from the cache, `{size: ms}`
+               least:int=1, # the smallest size it may hold (0: a depth, a round without drafting)
+               most:int=COST_SIZES, # the largest
+               free:bool=False, # costs of 0 allowed (a round's drafting, measured as a difference)
+              ) -> dict|None:
+    """`{size: ms}` (ints, floats) of a non-empty table whose sizes are decimal integers `least` ..
+    `most` (as `str(int)` writes them: not "²", "01" or "+1") and whose costs are finite numbers
+    above 0 (or 0 with `free`); None for anything else (unreadable: measure again)."""
+    if not isinstance(t, dict) or not t: return None
+    out = {}
+    for k, v in t.items():
+        k = k if isinstance(k, str) else str(k) if type(k) is int else ""
+        if not (k.isascii() and k.isdecimal() and k == str(int(k)) and least <= int(k) <= most):
+            return None
+        if (type(v) not in (int, float) or not math.isfinite(v) or v < 0 or (v == 0 and not free)):
+            return None
+        out[int(k)] = float(v)
+    return out

@@ -12,7 +12,7 @@ from pathlib import Path
 from .decode.loop import as_drafter, speculate
 from .drafters.base import Drafter
 from .drafters.weights import draft_acceptance
-from .engine import costs_key, forward_passes
+from .engine import COST_SIZES, cost_table, costs_key, forward_passes
 from .tree import TreeConfig, best_tree
 from .util import cache_dir, interp, other_load, read_book, update_book
 
@@ -24,12 +24,12 @@ __all__ = ['CONTEXTS', 'tree_costs', 'costs_at', 'auto_tree', 'chain_acceptance'
 # is the one every cost table is measured at; a longer context reads the two around it (`costs_at`)
 CONTEXTS = (300, 1024, 2048, 4096)
 
-def _costs_ok(e) -> bool:
-    "Whether `e` is a `tree_costs` entry: `verify` and `round`, each `{size: ms}`."
-    def table(t):
-        return isinstance(t, dict) and len(t) > 0 and all(
-            str(k).isdigit() and isinstance(v, (int, float)) for k, v in t.items())
-    return isinstance(e, dict) and table(e.get("verify")) and table(e.get("round"))
+def _costs_ok(e, most:int=COST_SIZES) -> bool:
+    """Whether `e` is a `tree_costs` entry as it measures one (`cost_table`): `verify` `{N: ms}`,
+    N 1..`most` and ms > 0, and `round` `{depth: ms}`, depth 0..`most` and ms >= 0 (a round's
+    drafting is a difference of two runs, kept at 0 where it came out below)."""
+    return (isinstance(e, dict) and cost_table(e.get("verify"), 1, most) is not None
+            and cost_table(e.get("round"), 0, most, free=True) is not None)
 
 @torch.no_grad()
 def tree_costs(
@@ -60,7 +60,8 @@ def tree_costs(
         key += f"|prefix={prefix}"
     got = read_book(path).get(key)
     if got is not None and not refresh:
-        if _costs_ok(got): return got if base else dict(got, round=rnd)  # today's base rounds
+        if _costs_ok(got, max(COST_SIZES, *sizes, *depths)):  # else: unreadable, measured again
+            return got if base else dict(got, round=rnd)  # today's base rounds
         warnings.warn(f"{path}: the entry for this target and machine is unreadable ({key});"
                       " measured again.")
     check = other_load if max_other_load is not None else (lambda: None)

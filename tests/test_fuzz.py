@@ -1,6 +1,7 @@
 """Fuzzing the public entry points (`Sampling`, `speculate`, `flashspec.generate`, `generate_batch`)
 with random prompts (ids, lengths, ways of passing them), `max_new_tokens`, trees, sampling
-settings, seeds, EOS sets and batch mixes, bad ones among them (NaN, negative, wrong types).
+settings, seeds, EOS sets, batch mixes and admission settings, bad ones among them (NaN, negative,
+wrong types).
 
 Properties: an argument that is bad is refused with a `ValueError` with a message, one that is good
 is not refused; nothing raises anything else; nothing hangs (an alarm per example); greedy output is
@@ -229,13 +230,28 @@ request_st = st.one_of(
     st.sampled_from([7, None, 3.5, "abc"]))  # not a Request nor a prompt: refused as its prompt
 
 
-def check_batch(reqs, batch_size, budget):
+# `category_acceptance`: {category: expected per-step acceptance}, each a finite number in [0, 1]
+cats_st = st.one_of(
+    good(st.none()),
+    good(st.dictionaries(st.sampled_from(["all", "a"]) | st.text(max_size=3),
+                         st.floats(0, 1) | st.integers(0, 1) | st.just(np.float32(0.5)),
+                         max_size=3)),
+    bad({"all": "high"}, [0.5], {"all": math.nan}, {"all": 1.5}, {"all": -0.1}, {"all": math.inf},
+        {"all": True}, {"all": None}, {3: 0.5}, "0.6", 0.6))
+
+
+def check_batch(reqs, batch_size, budget, cats, admission):
     """Every bad request gets its own error, every good one its tokens (greedy: the target's own);
-    nothing raises."""
+    a bad `category_acceptance` is refused (ValueError) before any request decodes; nothing else
+    raises."""
     requests = [Request(*(a[1] for a in r[:4]), eos_token_id=r[4][1], tree=r[5][1])
                 if isinstance(r, tuple) else r for r in reqs]
     res, err = refused(lambda: generate_batch(
-        TARGET, DRAFT, requests, batch_size=batch_size, node_budget=budget))
+        TARGET, DRAFT, requests, batch_size=batch_size, node_budget=budget, admission=admission,
+        category_acceptance=cats[1]))
+    if not cats[0]:
+        assert err is not None and "category_acceptance" in str(err), (err, cats[1])
+        return
     assert err is None, err
     assert len(res) == len(requests)
     for r, x in zip(reqs, res):
@@ -252,7 +268,18 @@ def check_batch(reqs, batch_size, budget):
 
 
 _batch = (st.lists(request_st, min_size=1, max_size=5), st.integers(1, 3),
-          st.none() | st.integers(0, 8))
+          st.none() | st.integers(0, 8), cats_st, st.sampled_from(["order", "acceptance"]))
 test_batch = settings(max_examples=8, **_decode)(given(*_batch)(check_batch))
 test_batch_long = pytest.mark.slow(
     settings(max_examples=150, **_decode)(given(*_batch)(check_batch)))
+
+
+_GOOD_REQUEST = ((True, [3, 4, 5], [3, 4, 5]), (True, 4, 4), (True, None, None), (True, None, None),
+                 (True, [], set()), (True, None, None))
+
+
+@pytest.mark.parametrize("cats", [{"all": "high"}, [0.5], {"all": math.nan}])
+def test_batch_bad_category_acceptance(cats):
+    """The three a review found (a `TypeError` and an `AttributeError` mid-batch, a NaN taken):
+    refused before any request decodes, in a batch where admission reads them."""
+    check_batch([_GOOD_REQUEST] * 4, 2, None, (False, cats, None), "acceptance")

@@ -4,6 +4,8 @@
 
 # %% ../../nbs/10a_batch.ipynb #10a_bah0
 from __future__ import annotations
+import math
+import numbers
 import reprlib
 import time
 import torch
@@ -28,8 +30,8 @@ from ..verify import Sampling, probs, verify_sampling
 
 # %% auto #0
 __all__ = ['ADMISSIONS', 'Request', 'Result', 'drafter_factory', 'steps_tried', 'acceptance_estimate', 'allocate_nodes',
-           'pick_request', 'batch_forward_ms', 'padded_budget', 'BatchDecoder', 'as_request', 'checked_request',
-           'generate_batch', 'generate_fused_batch', 'Conversation']
+           'check_category_acceptance', 'pick_request', 'batch_forward_ms', 'padded_budget', 'BatchDecoder',
+           'as_request', 'checked_request', 'generate_batch', 'generate_fused_batch', 'Conversation']
 
 # %% ../../nbs/10a_batch.ipynb #945bb41f
 @dataclass
@@ -127,6 +129,26 @@ def allocate_nodes(rates:list[float], # each request's per-step acceptance r
 
 # %% ../../nbs/10a_batch.ipynb #ga000002
 ADMISSIONS = ("order", "acceptance")
+
+def check_category_acceptance(ca) -> dict|None:
+    """`generate_batch`'s `category_acceptance` checked: None, or `{category (str): per-step
+    acceptance}` each a finite number in [0, 1] (returned as floats in a new dict); anything else a
+    `ValueError` naming what is wrong."""
+    if ca is None: return None
+    if not isinstance(ca, dict):
+        raise ValueError("category_acceptance must be a dict {category: acceptance in [0, 1]} or"
+                         f" None, got {reprlib.repr(ca)}.")
+    out = {}
+    for k, v in ca.items():
+        if not isinstance(k, str):
+            raise ValueError(f"category_acceptance's keys must be categories (str), got"
+                             f" {reprlib.repr(k)}.")
+        if (not isinstance(v, numbers.Real) or isinstance(v, bool) or not math.isfinite(v)
+                or not 0 <= v <= 1):
+            raise ValueError(f"category_acceptance[{k!r}] must be a finite number in [0, 1], got"
+                             f" {reprlib.repr(v)}.")
+        out[k] = float(v)
+    return out
 
 def pick_request(expected:list, # each waiting request's expected per-step acceptance, in order
                  live:list, # the live rows' current estimates (`acceptance_estimate`)
@@ -405,6 +427,7 @@ def generate_batch(target, # the target causal LM
     if admission not in ADMISSIONS:
         raise ValueError(f"admission must be one of {ADMISSIONS}, got {admission!r}.")
     max_wait = check_int(max_wait, "max_wait", 0)
+    category_acceptance = check_category_acceptance(category_acceptance)
     make = drafter_factory(draft, target)
     results, queue = [None] * len(requests), []
     for i, req in enumerate(requests):
@@ -614,22 +637,38 @@ class Conversation:
             keep += 1
         t0 = time.perf_counter()
         req = Request(ids, self.max_new_tokens, self.sampling, check_sampling(None, seed)[1])
-        self.dec.admit(
-            0, 0, req, torch.tensor(ids), self.make(self.tree), keep=keep, feats=self.feats)
-        while not self.dec.step(): pass
-        row = self.dec.rows[0]
-        res = self.dec.finish(0, t0, free=False)
-        # the cache holds every committed token but the last; a last round cut at EOS or the length
-        # committed a few more slots (its whole accepted path): they are dropped, so that the row
-        # holds exactly `cached`
-        self.cached = row.context[:-1].tolist()
-        if int(self.dec.cache.lengths[0]) < len(self.cached):
-            raise RuntimeError("The conversation cache lost tokens.")
-        self.dec.cache.lengths[0] = len(self.cached)
-        # (cached, F) at those positions
-        self.feats = torch.cat(row.feats)[:len(self.cached)] if row.feats else None
+        try:
+            self.dec.admit(
+                0, 0, req, torch.tensor(ids), self.make(self.tree), keep=keep, feats=self.feats)
+            while not self.dec.step(): pass
+            row = self.dec.rows[0]
+            res = self.dec.finish(0, t0, free=False)
+            # the cache holds every committed token but the last; a last round cut at EOS or the
+            # length committed a few more slots (its whole accepted path): they are dropped, so
+            # that the row holds exactly `cached`
+            cached = row.context[:-1].tolist()
+            if int(self.dec.cache.lengths[0]) < len(cached):
+                raise RuntimeError("The conversation cache lost tokens.")
+            # (cached, F) at those positions
+            feats = torch.cat(row.feats)[:len(cached)] if row.feats else None
+            answer = self.tok.decode(res.tokens, skip_special_tokens=True)
+        except BaseException:  # interrupted (Ctrl-C) or failed: the conversation as before it
+            self._restore(keep)
+            raise
+        self.cached, self.feats = cached, feats
+        self.dec.cache.lengths[0] = len(cached)
         self.turns.append(text)
-        self.answers.append(self.tok.decode(res.tokens, skip_special_tokens=True))
+        self.answers.append(answer)
         self.log.append(dict(turn=len(self.turns) - 1, prompt_tokens=len(ids), reused=keep,
                              prefilled=len(ids) - 1 - keep))
         return res.tokens, res.stats
+
+    def _restore(self, keep:int) -> None:
+        """After an ask that did not finish: the row released, the partial turn dropped (history
+        unchanged), and the cache back to the `keep` tokens of `cached` the ask left untouched (its
+        prefill and rounds wrote the slots after them): the next ask prefills the rest again, as a
+        fresh conversation with this history would compute it."""
+        self.dec.rows[0] = None
+        self.cached = self.cached[:keep]
+        self.dec.cache.lengths[0] = keep
+        if self.feats is not None: self.feats = self.feats[:keep] if keep else None

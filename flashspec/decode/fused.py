@@ -16,7 +16,8 @@ from .loop import (
 from ..drafters.lookup import PromptLookupDrafter
 from ..drafters.weights import draft_acceptance
 from ..engine import (
-    NativeForward, TreeInputs, accept_tensors, allow_recompiles, costs_key, make_forward, put_rows)
+    COST_SIZES, NativeForward, TreeInputs, accept_tensors, allow_recompiles, cost_table, costs_key,
+    make_forward, put_rows)
 from ..kvcache import StaticKVCache, bucket_slots, rows_view
 from ..tree import Tree, TreeConfig, best_tree, compile_tree, optimal_tree
 from ..util import cache_dir, interp, read_book, update_book
@@ -397,9 +398,8 @@ def fused_costs(target, fd, # the target, and a `FeatureDraft` with its acceptan
     if batch_size > 1: key += f"|rows={batch_size}"  # a batch's costs: a key of their own
     got = read_book(path).get(key)
     if got is not None and not refresh:
-        if isinstance(got, dict) and got and all(
-                str(k).isdigit() and isinstance(v, (int, float)) for k, v in got.items()):
-            return {int(k): v for k, v in got.items()}
+        # sizes 1..64 (or the largest asked), costs finite and > 0; else unreadable (`cost_table`)
+        if (table := cost_table(got, 1, max(COST_SIZES, *sizes))) is not None: return table
         warnings.warn(f"{path}: the entry for this round is unreadable ({key}); measured again.")
     dev = target.get_output_embeddings().weight.device
     g = torch.Generator().manual_seed(0)

@@ -9,7 +9,7 @@ import json
 import torch
 from pathlib import Path
 from .feature import FeatureDraft
-from .slice import make_draft, trainable_names
+from .slice import DESIGNS, make_draft, trainable_names
 from ..tree import calibrated_acceptance
 from ..util import atomic_write, read_weights, target_fingerprint
 
@@ -51,9 +51,45 @@ WEIGHTS = (
 
 DISTILLED = "smollm2-135m-instruct.draft.safetensors"
 
+def _copy_weights(m:torch.nn.Module, sd:dict, path, dtype=None) -> None:
+    """Copy `sd`'s tensors into `m`'s parameters of the same names (to `dtype`, default each
+    parameter's), every shape checked first: a `ValueError` naming the first that differs."""
+    ps = dict(m.named_parameters())
+    for n, t in sorted(sd.items()):
+        if tuple(t.shape) != tuple(ps[n].shape):
+            raise ValueError(
+                f"{path} does not fit this target: {n} is {tuple(t.shape)} in the file,"
+                f" {tuple(ps[n].shape)} in a draft of this target (a draft for another target?).")
+    with torch.no_grad():
+        for n, t in sd.items(): ps[n].copy_(t.to(dtype or ps[n].dtype))
+
+def _draft_design(target, meta:dict, names:list, path):
+    """The draft of `target` a file's trainable tensors (`names`) belong to: its metadata's
+    `design` and `n_base`; else (a file `train_draft` wrote with its default metadata) the design
+    whose draft trains exactly those tensors, its layers read from their names (one layer: "slice"
+    and "frozen+1" are the same draft); else a `ValueError` saying what to record."""
+    design = meta.get("design")
+    if "n_base" in meta:
+        try: n = int(meta["n_base"])
+        except ValueError:
+            raise ValueError(f"{path}: n_base {meta['n_base']!r} is not a number.") from None
+        return make_draft(target, design or "slice", n)
+    # "slice" of k layers trains layers 0..k-1 and the norm; "frozen+1" over k, layer k and the norm
+    top = max((int(p[2]) for p in (n.split(".") for n in names)
+               if p[:2] == ["model", "layers"] and p[2].isdecimal()), default=None)
+    if top is not None and top < target.config.num_hidden_layers:
+        for des, n in (("slice", top + 1), ("frozen+1", top)):
+            if design not in (None, des): continue
+            d = make_draft(target, des, n)
+            if sorted(trainable_names(d)) == sorted(names): return d
+    raise ValueError(
+        f"{path} records no n_base (the draft's layers below its trained one) and its tensors are"
+        f" not those of a design {DESIGNS} of this target: save it with meta=dict(design=...,"
+        " n_base=..., target_fingerprint=target_fingerprint(target)), as `flashspec distill` does.")
+
 def load_draft_weights(target, path:str|Path):
     """A draft sliced from `target` with the trainable part read from `path` (saved by
-    `train_draft`), in eval mode."""
+    `train_draft` or `flashspec distill`), in eval mode."""
     meta, sd = read_weights(path)
     vocab = sd.pop(VOCAB_KEY, None)
     fp = meta.get("target_fingerprint")
@@ -61,14 +97,11 @@ def load_draft_weights(target, path:str|Path):
         raise ValueError(
             f"{path} was trained for another target (fingerprint {fp}, this target's is "
             f"{target_fingerprint(target)}).")
-    d = make_draft(target, meta.get("design", "slice"), int(meta["n_base"]))
+    d = _draft_design(target, meta, list(sd), path)
     names = trainable_names(d)
     if sorted(names) != sorted(sd):
         raise ValueError(f"{path} holds {sorted(sd)}, the design trains {sorted(names)}.")
-    dt = target.get_output_embeddings().weight.dtype
-    with torch.no_grad():
-        for n, p in d.named_parameters():
-            if n in sd: p.copy_(sd[n].to(dt))
+    _copy_weights(d, sd, path, target.get_output_embeddings().weight.dtype)
     d.requires_grad_(False)
     # `ModelDrafter` proposes from this subset by default
     if vocab is not None: d.draft_vocab = vocab
@@ -96,8 +129,7 @@ def load_feature_drafter(target, path:str|Path) -> FeatureDraft:
     fd = FeatureDraft(target, sd.pop(VOCAB_KEY, None), tuple(json.loads(meta["layers"])))
     missing = set(dict(fd.named_parameters())) ^ set(sd)
     if missing: raise ValueError(f"{path} does not match the network: {sorted(missing)}.")
-    with torch.no_grad():
-        for n, p in fd.named_parameters(): p.copy_(sd[n].to(p.dtype))
+    _copy_weights(fd, sd, path)
     fd.requires_grad_(False); fd.meta = meta
     fd.trained_template = recorded_template(meta, path)  # what `check_template` compares
     return fd.eval()

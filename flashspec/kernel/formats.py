@@ -4,6 +4,7 @@
 
 # %% ../../nbs/06a_formats.ipynb #06a_foh0
 from __future__ import annotations
+import json
 import torch
 from pathlib import Path
 from .build import (
@@ -12,7 +13,7 @@ from .build import (
 # %% auto #0
 __all__ = ['INT8_GROUP', 'HALF_CODES', 'int8_groups', 'groups_fit', 'exact_q8', 'dequantize_q8', 'pack_q4', 'unpack_q4',
            'fp32_cpu', 'float_code', 'int8_copy', 'int4_copy', 'draft_int8_copy', 'draft_int4_copy', 'draft_copy',
-           'nearest_q4', 'argmax_copy', 'half_grids', 'half_int4_copy', 'half_argmax_copy']
+           'nearest_q4', 'argmax_copy', 'weight_files', 'half_grids', 'half_int4_copy', 'half_argmax_copy']
 
 # %% ../../nbs/06a_formats.ipynb #q8w00002s2
 # inputs per scale and offset (*INT8 weights through the kernel* measures 32, 64 and a whole row)
@@ -210,19 +211,37 @@ def _half_key(w) -> tuple|None:
     "`_key` of a 16-bit CPU weight, else None."
     return _key(w) if float_code(w) in _HALF_CODES else None
 
+def weight_files(folder) -> list:
+    """The safetensors files a checkpoint folder's weights load from, as transformers picks them:
+    `model.safetensors`, else the files `model.safetensors.index.json` names (those present, in the
+    folder itself); `[]` for neither, or an index that cannot be read. Other `*.safetensors` files
+    (a stray download, a Git LFS pointer) are not the model's."""
+    folder = Path(folder)
+    if (one := folder / "model.safetensors").is_file(): return [one]
+    try: names = json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"]
+    except (OSError, ValueError, KeyError, TypeError): return []
+    if not isinstance(names, dict): return []
+    files = {n for n in names.values() if isinstance(n, str) and Path(n).name == n}
+    return [folder / n for n in sorted(files) if (folder / n).is_file()]
+
 def _fp32_source(source) -> tuple:
-    """`(names, get)`: the fp32 tensors' names in `source` (a folder of `*.safetensors` files, or a
-    mapping of names to tensors) and a function reading one by name (None where it is not fp32)."""
+    """`(names, get)`: the fp32 tensors' names in `source` (a checkpoint folder: its `weight_files`,
+    or a mapping of names to tensors) and a function reading one by name (None where it is not fp32
+    or cannot be read). A file that cannot be read is skipped: its layers just get no grid."""
     if not isinstance(source, (str, Path)):
         return set(source), lambda k: source[k] if source[k].dtype == torch.float32 else None
-    from safetensors import safe_open
+    from safetensors import SafetensorError, safe_open
     where = {}
-    for f in sorted(Path(source).glob("*.safetensors")):
-        with safe_open(str(f), "pt") as h:
-            for k in h.keys():
-                if h.get_slice(k).get_dtype() == "F32": where[k] = f
+    for f in weight_files(source):
+        try:
+            with safe_open(str(f), "pt") as h:
+                found = {k: f for k in h.keys() if h.get_slice(k).get_dtype() == "F32"}
+        except (SafetensorError, OSError, ValueError): continue  # not a safetensors file
+        where.update(found)
     def get(k):
-        with safe_open(str(where[k]), "pt") as h: return h.get_tensor(k)
+        try:
+            with safe_open(str(where[k]), "pt") as h: return h.get_tensor(k)
+        except (SafetensorError, OSError, ValueError): return None  # a truncated file
     return set(where), get
 
 def half_grids(model:torch.nn.Module, # bf16 or fp16 `nn.Linear` layers on the CPU
