@@ -11,14 +11,13 @@ The command runs through a small script that records which rank called the data 
 (`make_distill_data`, `extract_features`) and makes the final save 3 s slower (as a real draft's is
 slower than a tiny one's), then runs `flashspec.cli.main.main`."""
 import json
-import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-import psutil
 import pytest
+
+from procs import launch
 
 SPY = textwrap.dedent('''
     import os, sys, time
@@ -42,23 +41,6 @@ SPY = textwrap.dedent('''
     T.save_draft_weights = slow_save
     raise SystemExit(main(sys.argv[1:]))
 ''')
-
-
-def launch(argv:list, cwd:Path, timeout:float, **env) -> tuple[int, str]:
-    """Run `argv`; (exit code, its output). A run past `timeout` seconds (a hang) is killed, the
-    processes it started with it (torchrun's workers, which outlive it otherwise), and fails the
-    test."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", **env)
-    p = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
-    try: out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        for q in psutil.Process(p.pid).children(recursive=True) + [psutil.Process(p.pid)]:
-            try: q.kill()
-            except psutil.NoSuchProcess: pass
-        out, err = p.communicate()
-        pytest.fail(f"hung: killed after {timeout:.0f} s; its output ends: {(out + err)[-2000:]}")
-    return p.returncode, out + err
 
 
 def tiny_setup(d:Path) -> tuple[Path, Path]:

@@ -12,15 +12,11 @@ The worker trains a tiny slice (CE on random tokens) twice: under a 3-second lim
 steps, which stops it early, the clock driving the schedule; then 12 steps under a far limit while
 rank 1's `time.time` and `time.monotonic` jump an hour ahead after step 3."""
 import json
-import os
-import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
-import psutil
-import pytest
 import torch
+from procs import launch
 
 WORKER = textwrap.dedent('''
     import json, os, sys, time, torch
@@ -49,23 +45,6 @@ WORKER = textwrap.dedent('''
         (d/name/f"log{rank}.json").write_text(json.dumps(log))
         print(f"rank {rank}: {name} done, {len(log)} steps", file=sys.stderr, flush=True)
 ''')
-
-
-def launch(argv:list, cwd:Path, timeout:float) -> tuple[int, str]:
-    """Run `argv`; (exit code, its output). A run past `timeout` seconds (a hang) is killed, the
-    processes it started with it (torchrun's workers, which outlive it otherwise), and fails the
-    test."""
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    p = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
-    try: out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        for q in psutil.Process(p.pid).children(recursive=True) + [psutil.Process(p.pid)]:
-            try: q.kill()
-            except psutil.NoSuchProcess: pass
-        out, err = p.communicate()
-        pytest.fail(f"hung: killed after {timeout:.0f} s; its output ends: {(out + err)[-2000:]}")
-    return p.returncode, out + err
 
 
 def test_time_limit_two_processes(tmp_path):
