@@ -202,6 +202,7 @@ def _feature_rows(args, kd:Path):
     the conversations spread over the pool's categories; at most `--n-prompts`. Says which."""
     import numpy as np
     pool, caps, n = args.prompts or data_file(DISTILL), _caps(args.cap), args.n_prompts
+    say_read(pool, "the prompt pool")  # its categories and sources pick the rows
     d = np.load(kd)
     total = len(last_rows(d["offsets"], d["conv"], d["part"] if "part" in d.files else None))
     rows = capped_rows(kd, pool, caps)[:n] if caps else spread_rows(kd, pool, n)
