@@ -408,6 +408,9 @@ def summarize(
             # flashspec's CPU kernel (06_kernel): the products, the layers in C too, or why not
             kernel=(("rows_linear+llama_layer" if layer_kernel_on() else "rows_linear")
                     if rows_kernel() else f"none: {kernel_status()}"),
+            # the instruction set its lanes were built for, and any options added to the build's
+            kernel_isa=rows_kernel().isa if rows_kernel() else None,
+            kernel_cflags=os.environ.get("FLASHSPEC_KERNEL_CFLAGS") or None,
         ),
         methods={},
         per_category={},

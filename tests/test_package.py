@@ -11,8 +11,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # what the package reads at run time from beside its modules
 SHIPPED = [
-    "flashspec/kernel/csrc/kernel.c", "flashspec/kernel/csrc/rows.c",
-    "flashspec/kernel/csrc/layer.c",
+    "flashspec/kernel/csrc/kernel.c", "flashspec/kernel/csrc/lanes.c",
+    "flashspec/kernel/csrc/rows.c", "flashspec/kernel/csrc/layer.c",
     "flashspec/weights/smollm2-135m-instruct.draft.safetensors",
     "flashspec/weights/smollm2-135m-instruct.eagle3.safetensors",
     "flashspec/sets/README.md", "flashspec/sets/specbench/question.jsonl",

@@ -24,11 +24,13 @@ __all__ = ['CSRC', 'SOURCES', 'KERNEL_FLAGS', 'KERNEL_PARTS', 'c_compiler', 'ker
            'half_int4_on', 'head_argmax_on', 'layer_kernel_on', 'stack_on']
 
 # %% ../../nbs/06_kernel.ipynb #kn000008
-# the kernel's C sources, shipped with the package; kernel.c includes the other two
+# the kernel's C sources, shipped with the package; kernel.c includes the other three
 CSRC = Path(__file__).parent/"csrc" if "__file__" in globals() else Path("../flashspec/kernel/csrc")
-SOURCES = ("kernel.c", "rows.c", "layer.c")
-KERNEL_FLAGS = (
-    "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-Wall", "-Wextra", "-Wno-psabi")
+SOURCES = ("kernel.c", "lanes.c", "rows.c", "layer.c")
+# -ffp-contract=off: a multiply and an add are fused only where the source says so (lanes.c), so
+# that every instruction set (and a build without FMA instructions) sums the same bits
+KERNEL_FLAGS = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-Wall", "-Wextra",
+                "-Wno-psabi", "-ffp-contract=off")
 _KERNEL = {}  # "fn": the loaded function or None, "status": why, "warnings": its build's
 _WARNED = {}  # a library's path -> what its build said (built in this process)
 
@@ -98,7 +100,8 @@ def load_kernel(path:Path): # a library `build_kernel` wrote
     weights are picked from a table, AVX-512 builds),
     `llama_layer` as `.layer`, `llama_stack` as `.stack`, `feature_layer` as `.feature`,
     `feature_step` as `.step`, `exp_rows` as `.exp` (`.exp.lanes`: 16 or 1) and `head_argmax` as
-    `.argmax` (None where the build has none: it needs AVX-512 VNNI); raises `OSError` if the
+    `.argmax` (None where the build has none: it needs AVX-512 VNNI), and `.isa`, the instruction
+    set its lanes were built for (`avx512`, `avx2`, `neon` or `portable`); raises `OSError` if the
     library does not load or lacks a function, `PermissionError` (one) if it is not safe to load
     (`check_owner`)."""
     check_owner(path)
@@ -157,6 +160,8 @@ def _bind(lib): # a loaded `ctypes.CDLL` of the kernel
     "`load_kernel`'s function table from the library (`AttributeError` for a missing function)."
     fn, fn.q8, fn.q4, fn.h = lib.rows_mm, lib.rows_mm_q8, lib.rows_mm_q4, lib.rows_mm_h
     fn.q4h, fn.q4_table = lib.rows_mm_q4h, bool(lib.q4_table())
+    lib.kernel_isa.restype = ctypes.c_char_p
+    fn.isa = lib.kernel_isa().decode()  # which registers hold the 16 lanes (lanes.c)
     fn.layer, fn.feature = lib.llama_layer, lib.feature_layer
     fn.restype, fn.argtypes = None, [ctypes.c_void_p] * 3 + [ctypes.c_int] * 4
     for f in (fn.q8, fn.q4):
@@ -225,8 +230,10 @@ def _look() -> dict:
     _own_only(path)
     err = None if path.exists() else build_kernel(cc, path, kernel_flags())
     if err is None:
-        try: return dict(fn=load_kernel(path), path=path, status=f"built with {cc}: {path}",
-                         warnings=_WARNED.get(path))
+        try:
+            fn = load_kernel(path)
+            return dict(fn=fn, path=path, status=f"built for {fn.isa} with {cc}: {path}",
+                        warnings=_WARNED.get(path))
         except PermissionError as e:  # not ours to replace either
             return dict(fn=None, status=f"refused: {e}")
         except OSError as e: err = f"{path} does not load: {e}"
@@ -235,8 +242,10 @@ def _look() -> dict:
             with contextlib.suppress(OSError): path.unlink()
             err = build_kernel(cc, path, kernel_flags())
             if err is None:
-                try: return dict(fn=load_kernel(path), path=path, warnings=_WARNED.get(path),
-                                 status=f"built with {cc}: {path}{note}")
+                try:
+                    fn = load_kernel(path)
+                    return dict(fn=fn, path=path, warnings=_WARNED.get(path),
+                                status=f"built for {fn.isa} with {cc}: {path}{note}")
                 except OSError as e: err = f"{path} does not load: {e}"
     return dict(fn=None, status=f"the build with {cc} failed: {err}{note}",
                 warnings=_WARNED.get(path))
@@ -247,7 +256,8 @@ def kernel_id() -> str|None:
     return _KERNEL["path"].stem.split("-")[-1] if rows_kernel() is not None else None
 
 def kernel_status() -> str:
-    "Whether the kernel is in use, and why not where it is not."
+    """Whether the kernel is in use, and why not where it is not; in use, the instruction set it was
+    built for (`avx512`, `avx2`, `neon`, `portable`: lanes.c) and its file."""
     rows_kernel()
     with _KERNEL_LOCK: w, status = _KERNEL.get("warnings"), _KERNEL["status"]
     return status + (f" (built with warnings:\n{w})" if w else "")

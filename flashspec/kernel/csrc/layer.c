@@ -15,10 +15,10 @@ static void norm_rows(const float* x, const void* wv, float* y, int M, int d, in
     const float* w = (const float*)wv; const uint16_t* wh = (const uint16_t*)wv;
     for (int m = 0; m < M; m++) {
         const float* xr = x + (size_t)m * d; float* yr = y + (size_t)m * ystride;
-        v16 acc = (v16){0}; int k = 0;
-        for (; k + 16 <= d; k += 16) { v16 v; __builtin_memcpy(&v, xr + k, 64); acc += v * v; }
-        float ss = lanes_sum(acc);
-        for (; k < d; k++) ss += xr[k] * xr[k];
+        vf acc = vf_zero(); int k = 0;
+        for (; k + 16 <= d; k += 16) { const vf v = vf_load(xr + k); acc = vf_fma(v, v, acc); }
+        float ss = vf_sum(acc);
+        for (; k < d; k++) ss = fmaf(xr[k], xr[k], ss);
         const float r = 1.0f / sqrtf(ss / (float)d + eps);
         if (fmt) for (int j = 0; j < d; j++)
             yr[j] = round_to(half_f(wh[j], fmt) * round_to(xr[j] * r, fmt), fmt);
@@ -50,7 +50,7 @@ static void rope(float* q, const float* cs, const float* sn, int M, int heads, i
                     continue;
                 }
                 v[i] = a * c[i] - b * s[i];
-                v[i + h2] = b * c[i + h2] + a * s[i + h2];
+                v[i + h2] = fmaf(b, c[i + h2], a * s[i + h2]);
             }
         }
     }
@@ -158,23 +158,19 @@ static void silu_mul_h(float* g, const float* u, size_t n, int fmt) {
     }
 }
 static inline float dot_hd(const float* a, const float* b, int hd) {
-    v16 acc = (v16){0}; int k = 0;
-    for (; k + 16 <= hd; k += 16) {
-        v16 x, y; __builtin_memcpy(&x, a + k, 64); __builtin_memcpy(&y, b + k, 64); acc += x * y;
-    }
-    float s = lanes_sum(acc);
-    for (; k < hd; k++) s += a[k] * b[k];
+    vf acc = vf_zero(); int k = 0;
+    for (; k + 16 <= hd; k += 16) acc = vf_fma(vf_load(a + k), vf_load(b + k), acc);
+    float s = vf_sum(acc);
+    for (; k < hd; k++) s = fmaf(a[k], b[k], s);
     return s;
 }
 // a 16-bit cache's dot product (fmt): each key widened exactly as it is read (dot_hd's sums over
 // fp32 copies)
 static inline float dot_h(const float* a, const uint16_t* b, int hd, int fmt) {
-    v16 acc = (v16){0}; int k = 0;
-    for (; k + 16 <= hd; k += 16) {
-        v16 x; __builtin_memcpy(&x, a + k, 64); acc += x * widen_h(b + k, fmt);
-    }
-    float s = lanes_sum(acc);
-    for (; k < hd; k++) s += a[k] * half_f(b[k], fmt);
+    vf acc = vf_zero(); int k = 0;
+    for (; k + 16 <= hd; k += 16) acc = vf_fma(vf_load(a + k), vf_h(b + k, fmt), acc);
+    float s = vf_sum(acc);
+    for (; k < hd; k++) s = fmaf(a[k], half_f(b[k], fmt), s);
     return s;
 }
 // a (row, head)'s softmax weights p_j = exp(s_j - mx) over the slots its bias row br leaves open:
@@ -182,22 +178,22 @@ static inline float dot_h(const float* a, const uint16_t* b, int hd, int fmt) {
 static inline __attribute__((always_inline)) float weigh(
         const float* V, const float* s, const float* br, float mx, int S, const int nv,
         float* out) {
-    v16 acc[8]; float l = 0.0f;
-    for (int i = 0; i < nv; i++) acc[i] = (v16){0};
+    vf acc[8]; float l = 0.0f;
+    for (int i = 0; i < nv; i++) acc[i] = vf_zero();
     for (int j = 0; j < S; j++) {
         if (br[j] < -1e37f) continue;
         const float p = expf(s[j] - mx); l += p;
         const float* vr = V + (size_t)j * 16 * nv;
         for (int i = 0; i < nv; i++) {
-            v16 vv; __builtin_memcpy(&vv, vr + 16 * i, 64); acc[i] += p * vv;
+            acc[i] = vf_fma(vf_set1(p), vf_load(vr + 16 * i), acc[i]);
         }
     }
-    for (int i = 0; i < nv; i++) __builtin_memcpy(out + 16 * i, &acc[i], 64);  // (registers)
+    for (int i = 0; i < nv; i++) vf_store(out + 16 * i, acc[i]);  // (registers)
     return l;
 }
 #if defined(__AVX512F__) && !defined(KERNEL_PLAIN_LOOPS)
 // the scores of 16 slots j0 .. j0 + 15 for one (row, head), each as `attend`'s loop makes it: its
-// dot product summed as dot_hd does (16 lanes over the head, then lanes_sum's tree), times scale,
+// dot product summed as dot_hd does (16 lanes over the head, then vf_sum's tree), times scale,
 // plus its bias, in one fused multiply-add. The 16 trees run side by side, adding the same pairs.
 // 16 of a cache's values from element i as floats: fp32 (fmt 0), or 16-bit (BF16, F16) widened
 // exactly
@@ -312,8 +308,8 @@ static inline __attribute__((always_inline)) void attend_cache(
                 } else for (int j = j0; j < S; j++) {
                     if (br[j] < -1e37f) continue;
                     const size_t at = k0 + (size_t)j * hd;
-                    s[j] = (fmt ? dot_h(qr, (const uint16_t*)kc + at, hd, fmt)
-                                : dot_hd(qr, (const float*)kc + at, hd)) * scale + br[j];
+                    s[j] = fmaf(fmt ? dot_h(qr, (const uint16_t*)kc + at, hd, fmt)
+                                    : dot_hd(qr, (const float*)kc + at, hd), scale, br[j]);
                 }
             }
         }
@@ -415,8 +411,8 @@ static inline __attribute__((always_inline)) void attend_rows(
             float mx = -INFINITY;
             for (int j = 0; j < S; j++) {
                 if (br[j] < -1e37f) continue;
-                s[j] = (fmt ? dot_h(qr, Kh + (size_t)j * hd, hd, fmt)
-                            : dot_hd(qr, K + (size_t)j * hd, hd)) * scale + br[j];
+                s[j] = fmaf(fmt ? dot_h(qr, Kh + (size_t)j * hd, hd, fmt)
+                            : dot_hd(qr, K + (size_t)j * hd, hd), scale, br[j]);
                 if (s[j] > mx) mx = s[j];
             }
             float* out = o + ((size_t)m * H + h) * hd;
@@ -436,14 +432,13 @@ static inline __attribute__((always_inline)) void attend_rows(
                     const uint16_t* vr = Vh + (size_t)j * hd;
                     int i = 0;
                     for (; i + 16 <= hd; i += 16) {
-                        v16 a; __builtin_memcpy(&a, out + i, 64);
-                        a += p * widen_h(vr + i, fmt); __builtin_memcpy(out + i, &a, 64);
+                        vf_store(out + i, vf_fma(vf_set1(p), vf_h(vr + i, fmt), vf_load(out + i)));
                     }
-                    for (; i < hd; i++) out[i] += p * half_f(vr[i], fmt);
+                    for (; i < hd; i++) out[i] = fmaf(p, half_f(vr[i], fmt), out[i]);
                     continue;
                 }
                 const float* vr = V + (size_t)j * hd;
-                for (int i = 0; i < hd; i++) out[i] += p * vr[i];
+                for (int i = 0; i < hd; i++) out[i] = fmaf(p, vr[i], out[i]);
             }
             const float inv = 1.0f / l;
             for (int i = 0; i < hd; i++) out[i] *= inv;

@@ -7,8 +7,6 @@
 #include <omp.h>
 #include <stddef.h>
 #include <stdint.h>
-typedef float v16 __attribute__((vector_size(64)));
-typedef uint32_t v16u __attribute__((vector_size(64)));
 // 16-bit float formats, as a product's or a layer's `bits` (see below), and 4-bit weights whose
 // grid values q * s + o are rounded to one of them (Q4_BF16, Q4_F16: a 16-bit layer's products
 // over exact copies of its weights, which that rounding gives back bit for bit)
@@ -35,17 +33,25 @@ static inline v16 round_f16_v(v16 v);  // (below: with the format's conversions)
 static inline v16 round_v(v16 v, int fmt) {  // fmt 0: as it is
     return fmt == BF16 ? round_bf16_v(v) : fmt == F16 ? round_f16_v(v) : v;
 }
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#if defined(KERNEL_PLAIN_LOOPS)  // for comparison: the loops before 2026-12-05's (one output at a
-                                 // time, widened by conversion; attention's sums in memory)
+// outputs side by side for mb rows (int8 and 4-bit weights NB, fp32 and 16-bit NBF): mb * NB
+// accumulators of 16 lanes within the vector registers (32 of 16 lanes with AVX-512; 16 of 8 with
+// AVX2, two an accumulator; 32 of 4 with NEON, four), one by one where they would not fit. Side by
+// side or not, each output's sum is the same.
+#if defined(KERNEL_PLAIN_LOOPS)  // for comparison: one output at a time (the loops before 12-05's)
 #define NB(mb) 1
 #define NBF(mb) 1
-#else
-// outputs side by side for mb rows (int8 and 4-bit weights NB, fp32 NBF): mb * NB accumulators
-// within the 32 vector registers; fp32 at 7-8 rows one by one (measured no faster there)
+#elif defined(__AVX512F__)
+// fp32 at 7-8 rows one by one (measured no faster there)
 #define NB(mb) ((mb) <= 4 ? 4 : 2)
 #define NBF(mb) ((mb) <= 4 ? 4 : (mb) <= 6 ? 2 : 1)
+#elif defined(__AVX2__) || defined(__aarch64__)
+#define NB(mb) ((mb) == 1 ? 4 : (mb) == 2 ? 2 : 1)
+#define NBF(mb) NB(mb)
+#else
+#define NB(mb) 1
+#define NBF(mb) 1
+#endif
+#if defined(__AVX512F__) && !defined(KERNEL_PLAIN_LOOPS)
 // 4-bit weights (0..15) of a group with scale s and offset o: its 16 values j * s + o (the same
 // fused multiply-add as int8's q * s + o; rounded to the format fmt, if any), then 32 weights from
 // 16 bytes, byte j holding weight j (low) and j + 16 (high), each picked from the table (vpermps
@@ -62,65 +68,20 @@ static inline q4grp q4_group(float s, float o, int fmt) {
     }
     return t;
 }
-static inline void q4_widen(const unsigned char* p, q4grp t, v16* lo, v16* hi, int fmt) {
+static inline void q4_widen(const unsigned char* p, q4grp t, vf* lo, vf* hi, int fmt) {
     (void)fmt;  // (the table holds rounded values)
     __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)p));
-    __m512 l = _mm512_permutexvar_ps(b, t), h = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), t);
-    __builtin_memcpy(lo, &l, 64); __builtin_memcpy(hi, &h, 64);
+    *lo = _mm512_permutexvar_ps(b, t); *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), t);
 }
-#endif
-// 16 int8 weights as floats (exact, whatever the instructions)
-static inline v16 widen(const signed char* p) {
-    __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)p)));
-    v16 v; __builtin_memcpy(&v, &f, 64); return v;
-}
-// 32 4-bit weights (0..15) as floats from 16 bytes: byte j holds weight j (low), j + 16 (high)
-static inline void widen4(const unsigned char* p, v16* lo, v16* hi) {
-    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)p));
-    __m512 l = _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(15)));
-    __m512 h = _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));
-    __builtin_memcpy(lo, &l, 64); __builtin_memcpy(hi, &h, 64);
-}
-#else
-// 16 vector registers: one output at a time
-#define NB(mb) 1
-#define NBF(mb) 1
-#if defined(__AVX2__)
-#include <immintrin.h>
-static inline v16 widen(const signed char* p) {
-    __m128i c = _mm_loadu_si128((const __m128i*)p);
-    __m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(c));
-    __m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(c, 8)));
-    v16 v; __builtin_memcpy(&v, &lo, 32); __builtin_memcpy((char*)&v + 32, &hi, 32); return v;
-}
-static inline void widen4(const unsigned char* p, v16* lo, v16* hi) {
-    __m128i c = _mm_loadu_si128((const __m128i*)p);
-    __m256i b0 = _mm256_cvtepu8_epi32(c), b1 = _mm256_cvtepu8_epi32(_mm_srli_si128(c, 8));
-    __m256i f = _mm256_set1_epi32(15);
-    __m256 l0 = _mm256_cvtepi32_ps(_mm256_and_si256(b0, f));
-    __m256 l1 = _mm256_cvtepi32_ps(_mm256_and_si256(b1, f));
-    __m256 h0 = _mm256_cvtepi32_ps(_mm256_srli_epi32(b0, 4));
-    __m256 h1 = _mm256_cvtepi32_ps(_mm256_srli_epi32(b1, 4));
-    __builtin_memcpy(lo, &l0, 32); __builtin_memcpy((char*)lo + 32, &l1, 32);
-    __builtin_memcpy(hi, &h0, 32); __builtin_memcpy((char*)hi + 32, &h1, 32);
-}
-#else
-static inline v16 widen(const signed char* p) {
-    v16 v; for (int i = 0; i < 16; i++) v[i] = (float)p[i]; return v;
-}
-static inline void widen4(const unsigned char* p, v16* lo, v16* hi) {
-    for (int i = 0; i < 16; i++) { (*lo)[i] = (float)(p[i] & 15); (*hi)[i] = (float)(p[i] >> 4); }
-}
-#endif
-#endif
-#if !defined(Q4_TABLE)  // each weight widened, then q * s + o (rounded to the format fmt, if any)
-typedef struct { float s, o; } q4grp;
+#else  // each weight widened, then q * s + o in one fused multiply-add (rounded to the format fmt)
+typedef struct { float s, o; } q4grp;  // (broadcast where used: fewer registers held)
 static inline q4grp q4_group(float s, float o, int fmt) {
     (void)fmt; q4grp g = {s, o}; return g;
 }
-static inline void q4_widen(const unsigned char* p, q4grp t, v16* lo, v16* hi, int fmt) {
-    widen4(p, lo, hi);
-    *lo = round_v(*lo * t.s + t.o, fmt); *hi = round_v(*hi * t.s + t.o, fmt);
+static inline void q4_widen(const unsigned char* p, q4grp t, vf* lo, vf* hi, int fmt) {
+    vf_u4(p, lo, hi);
+    *lo = vf_fma(*lo, vf_set1(t.s), vf_set1(t.o)); *hi = vf_fma(*hi, vf_set1(t.s), vf_set1(t.o));
+    if (fmt) { *lo = vf_of(round_v(v16_of(*lo), fmt)); *hi = vf_of(round_v(v16_of(*hi), fmt)); }
 }
 #endif
 // 16-bit float formats (BF16, F16 above), as a product's or a layer's `bits`: bf16 and fp16
@@ -200,42 +161,27 @@ static void round_rows(float* y, size_t n, int fmt) {
 void half_round(const float* x, float* y, long long n, int fmt) {
     for (long long i = 0; i < n; i++) y[i] = round_to(x[i], fmt);
 }
-// 16 values of the format as floats
-static inline v16 widen_h(const uint16_t* p, int fmt) {
-    v16 v;
-#if defined(__AVX2__)
-    if (fmt == BF16) {
-        __m256i a = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)p)), 16);
-        __m256i b = _mm256_slli_epi32(
-            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(p + 8))), 16);
-        __builtin_memcpy(&v, &a, 32); __builtin_memcpy((char*)&v + 32, &b, 32); return v;
-    }
-#if F16_HW
-    __m256 a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p));
-    __m256 b = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(p + 8)));
-    __builtin_memcpy(&v, &a, 32); __builtin_memcpy((char*)&v + 32, &b, 32); return v;
-#endif
-#endif
+// 16 values of the format as floats (exact)
+static inline vf vf_h(const uint16_t* p, int fmt) {
+    if (fmt == BF16) return vf_bf16(p);
+#if defined(VF_F16)
+    return vf_f16(p);
+#else
+    float v[16];
     for (int i = 0; i < 16; i++) v[i] = half_f(p[i], fmt);
-    return v;
-}
-static inline float lanes_sum(v16 a) {
-    float s8[8], s4[4], s2[2];
-    for (int i = 0; i < 8; i++) s8[i] = a[i] + a[i + 8];
-    for (int i = 0; i < 4; i++) s4[i] = s8[i] + s8[i + 4];
-    for (int i = 0; i < 2; i++) s2[i] = s4[i] + s4[i + 2];
-    return s2[0] + s2[1];
+    return vf_load(v);
+#endif
 }
 // a product's weight: fp32 rows w (N, K), or int8 q (N, K) / packed 4-bit q (N, K / 2) with a
 // scale s and offset o (N, K / G) per G inputs (each weight q * s + o)
 typedef struct { const float* w; const void* q; const float* s; const float* o; int G; } wts;
 // outputs n .. n + nb - 1 for rows 0 .. mb - 1: acc[m][j] sums x[m] * w[n + j] over k in 16
 // lanes, in order
-#define ACC_INIT v16 acc[8][4]; \
-    for (int m = 0; m < mb; m++) for (int j = 0; j < nb; j++) acc[m][j] = (v16){0};
+#define ACC_INIT vf acc[8][4]; \
+    for (int m = 0; m < mb; m++) for (int j = 0; j < nb; j++) acc[m][j] = vf_zero();
 #define ACC_ADD(wv, off) for (int m = 0; m < mb; m++) { \
-        v16 xv; __builtin_memcpy(&xv, x + (size_t)m * K + k + (off), 64); \
-        for (int j = 0; j < nb; j++) acc[m][j] += wv[j] * xv; }
+        const vf xv = vf_load(x + (size_t)m * K + k + (off)); \
+        for (int j = 0; j < nb; j++) acc[m][j] = vf_fma(wv[j], xv, acc[m][j]); }
 // int8 and 4-bit weights for up to 4 rows: each weight row's cache lines asked for AHEAD rows
 // early (a prefetch never faults, even past the last row; measured: the results journal, *Kernel*)
 #if !defined(AHEAD)  // -DAHEAD=0: none
@@ -253,20 +199,20 @@ static inline __attribute__((always_inline)) void fblock(
     ACC_INIT
     int k = 0;
     for (; k + 16 <= K; k += 16) {
-        v16 wv[4];
+        vf wv[4];
         for (int j = 0; j < nb; j++) {
             const float* wr = W.w + (size_t)(n + j) * K;
             // 8 rows are arithmetic enough to leave memory idle: ask for a later weight row early
             // (measured: 1.3x at 8 rows, none or worse at 1-7; a prefetch never faults)
             if (mb == 8) __builtin_prefetch(wr + (size_t)8 * K + k, 0, 0);
-            __builtin_memcpy(&wv[j], wr + k, 64);
+            wv[j] = vf_load(wr + k);
         }
         ACC_ADD(wv, 0)
     }
     for (int m = 0; m < mb; m++) for (int j = 0; j < nb; j++) {
         const float* wr = W.w + (size_t)(n + j) * K;
-        float s = lanes_sum(acc[m][j]);
-        for (int i = k; i < K; i++) s += wr[i] * x[(size_t)m * K + i];
+        float s = vf_sum(acc[m][j]);
+        for (int i = k; i < K; i++) s = fmaf(wr[i], x[(size_t)m * K + i], s);
         y[(size_t)m * N + n + j] = s;
     }
 }
@@ -279,17 +225,17 @@ static inline __attribute__((always_inline)) void q8block(
         for (int j = 0; j < nb; j++)
             sg[j] = W.s[(size_t)(n + j) * KG + g], og[j] = W.o[(size_t)(n + j) * KG + g];
         for (int k = g * G; k < (g + 1) * G; k += 16) {
-            v16 wv[4];
+            vf wv[4];
             for (int j = 0; j < nb; j++) {
                 const signed char* qr = (const signed char*)W.q + (size_t)(n + j) * K + k;
                 if (AHEAD && mb <= 4 && !(k & 63)) __builtin_prefetch(qr + AHEAD * K, 0, PF_KEEP);
-                wv[j] = widen(qr) * sg[j] + og[j];
+                wv[j] = vf_fma(vf_i8(qr), vf_set1(sg[j]), vf_set1(og[j]));
             }
             ACC_ADD(wv, 0)
         }
     }
     for (int m = 0; m < mb; m++) for (int j = 0; j < nb; j++)
-        y[(size_t)m * N + n + j] = lanes_sum(acc[m][j]);
+        y[(size_t)m * N + n + j] = vf_sum(acc[m][j]);
 }
 static inline __attribute__((always_inline)) void q4block_f(
         const float* x, wts W, float* y, const int mb, const int nb, int n, int N, int K,
@@ -301,7 +247,7 @@ static inline __attribute__((always_inline)) void q4block_f(
         for (int j = 0; j < nb; j++)
             t[j] = q4_group(W.s[(size_t)(n + j) * KG + g], W.o[(size_t)(n + j) * KG + g], fmt);
         for (int k = g * G; k < (g + 1) * G; k += 32) {
-            v16 lo[4], hi[4];
+            vf lo[4], hi[4];
             for (int j = 0; j < nb; j++) {
                 const unsigned char* qr =
                     (const unsigned char*)W.q + (size_t)(n + j) * (K / 2) + k / 2;
@@ -313,7 +259,7 @@ static inline __attribute__((always_inline)) void q4block_f(
         }
     }
     for (int m = 0; m < mb; m++) for (int j = 0; j < nb; j++)
-        y[(size_t)m * N + n + j] = lanes_sum(acc[m][j]);
+        y[(size_t)m * N + n + j] = vf_sum(acc[m][j]);
 }
 // fblock over 16-bit weights (W.q, format fmt), each widened exactly: fblock's sums over their
 // fp32 copies, bit for bit
@@ -323,18 +269,18 @@ static inline __attribute__((always_inline)) void hblock(
     ACC_INIT
     int k = 0;
     for (; k + 16 <= K; k += 16) {
-        v16 wv[4];
+        vf wv[4];
         for (int j = 0; j < nb; j++) {
             const uint16_t* wr = (const uint16_t*)W.q + (size_t)(n + j) * K;
             if (mb == 8) __builtin_prefetch(wr + (size_t)8 * K + k, 0, 0);
-            wv[j] = widen_h(wr + k, fmt);
+            wv[j] = vf_h(wr + k, fmt);
         }
         ACC_ADD(wv, 0)
     }
     for (int m = 0; m < mb; m++) for (int j = 0; j < nb; j++) {
         const uint16_t* wr = (const uint16_t*)W.q + (size_t)(n + j) * K;
-        float s = lanes_sum(acc[m][j]);
-        for (int i = k; i < K; i++) s += half_f(wr[i], fmt) * x[(size_t)m * K + i];
+        float s = vf_sum(acc[m][j]);
+        for (int i = k; i < K; i++) s = fmaf(half_f(wr[i], fmt), x[(size_t)m * K + i], s);
         y[(size_t)m * N + n + j] = s;
     }
 }
@@ -468,9 +414,9 @@ static inline __attribute__((always_inline)) void approx_span(
             }
         }
         for (int m = 0; m < mb; m++) {
-            const float a = sx[m] * (_mm512_reduce_add_ps(acc[m]) - 16448.0f * rs[i]);
+            const float a = sx[m] * fmaf(-16448.0f, rs[i], _mm512_reduce_add_ps(acc[m]));
             ap[(size_t)m * N + i] = a;
-            const float v = a - cn[i] * beta[m] - (en ? en[i] * gam[m] : 0.0f);  // lower bound
+            const float v = fmaf(-cn[i], beta[m], a) - (en ? en[i] * gam[m] : 0.0f);  // lower bound
             if (v > lo[m]) lo[m] = v;
         }
     }
@@ -532,7 +478,7 @@ void head_argmax(const float* x, const signed char* q, const float* s, const flo
                 float a = fabsf(xm[k]);
                 if (!(a <= 1e30f)) amax = INFINITY;  // not finite, or too large to bound
                 else if (a > amax) amax = a;
-                nx += (double)xm[k] * xm[k];
+                nx = fma((double)xm[k], xm[k], nx);
             }
             ok[m] = amax <= 1e30f && amax > 0;
             best[m0 + m] = amax == 0 ? 0 : -1;  // x = 0: every y is 0, the first wins
@@ -544,7 +490,7 @@ void head_argmax(const float* x, const signed char* q, const float* s, const flo
                 int r = rf > 16256 ? 16256 : rf < -16256 ? -16256 : (int)rf;
                 int hh = (r + 64) >> 7;                          // floor: -127..127
                 h[k] = (unsigned char)(hh + 128); l[k] = (unsigned char)(r - (hh << 7) + 64);
-                double e = (double)xm[k] - (double)sx[m] * r; ne += e * e;
+                double e = fma(-(double)sx[m], r, xm[k]); ne = fma(e, e, ne);
             }
             beta[m] = (float)((sqrt(ne) + ldexp(sqrt(nx), -10)) * (1 + 1e-5));
             gam[m] = (float)(sqrt(nx) * (1 + 0x1p-8));  // |x| and the exact sum's rounding
