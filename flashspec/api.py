@@ -5,19 +5,22 @@
 # %% ../nbs/12_api.ipynb #12_apih0
 from __future__ import annotations
 import torch
+from dataclasses import dataclass
 from .decode.fused import FUSED_CHAIN, fused_auto_tree, generate_fused
-from .decode.loop import DecodeStats, check_request, speculate
+from .decode.loop import DecodeStats, as_drafter, check_request, speculate_checked
 from .drafters.adaptive import AdaptiveConfig, AdaptiveDrafter
 from .drafters.base import Drafter
+from .drafters.feature import FeatureDraft
 from .drafters.merged import MergedDrafter
 from .drafters.slice import ModelDrafter
 from .drafters.weights import draft_acceptance
+from .target import check_supported
 from .tree import TreeConfig, node_padding
 from .tune import choose_tree
 from .verify import Sampling
 
 # %% auto #0
-__all__ = ['fused_by_default', 'fast_drafter', 'generate']
+__all__ = ['fused_by_default', 'fast_drafter', 'DecodePath', 'decode_path', 'generate']
 
 # %% ../nbs/12_api.ipynb #12_apic1
 def fused_by_default(target, draft) -> bool:
@@ -25,7 +28,7 @@ def fused_by_default(target, draft) -> bool:
     with a feature drafter. There the eager loop is launch-bound and the fused round measured 10x
     faster (H200, bf16, greedy, 2026-12-04: the results journal, *On a GPU*); a CPU pays for every
     node, and the eager loop with the C kernel measured faster there (*The fused round*)."""
-    return target.device.type == "cuda" and hasattr(draft, "qkv")
+    return target.device.type == "cuda" and isinstance(draft, FeatureDraft)
 
 def fast_drafter(target, draft, # the target, and a draft network (a `FeatureDraft` or a causal LM)
                  tree:TreeConfig|None=None, # None: the cost model's (`choose_tree`)
@@ -49,12 +52,41 @@ def fast_drafter(target, draft, # the target, and a draft network (a `FeatureDra
             target, draft, engine=engine, compile=compile, context=context)
     else: desc = f"tree of {len(tree.index_paths()) + 1} nodes"
     pads = pad_nodes if pad_nodes is not None else node_padding(costs["verify"]) if costs else {}
-    inner = (draft.drafter(tree, min_prob=min_prob) if hasattr(draft, "drafter")
+    inner = (draft.drafter(tree, min_prob=min_prob) if isinstance(draft, FeatureDraft)
              else ModelDrafter(draft, tree, min_prob=min_prob))
     if adaptive is not None: inner = AdaptiveDrafter(inner, adaptive)
     if not merge: return inner, pads, desc
     kw = dict(costs=costs, pad_nodes=pads) if costs is not None and gate else {}
     return MergedDrafter(inner, store=store, **kw), pads, desc
+
+# %% ../nbs/12_api.ipynb #ap000011
+@dataclass(frozen=True)
+class DecodePath:
+    "How a request decodes (`decode_path`)."
+    fused: bool  # the fused round (`generate_fused`); else the eager loop (`speculate`)
+    tree: TreeConfig|None  # the fused round's tree (None: its own default); eager: as given
+    chain: int  # prompt-lookup chain nodes the fused round verifies beside its tree
+
+def decode_path(target, draft, # the target, and a draft network or None (plain decoding)
+                fused:bool|None=None, # None: `fused_by_default`
+                tree:TreeConfig|None=None, # None: the fused round's measured tree where the
+                                           # drafter has an acceptance table (`fused_auto_tree`)
+                merge:bool|None=None, # lookup chains in the fused round; None: where they
+                                      # measured faster (CUDA, not a CPU)
+               ) -> DecodePath:
+    """The path a request takes, from the device, the drafter and the measured costs; a clear
+    `ValueError` for a fused round asked of a drafter that is not a feature drafter."""
+    if fused is None: fused = draft is not None and fused_by_default(target, draft)
+    if not fused: return DecodePath(False, tree, 0)
+    if draft is not None and not isinstance(draft, FeatureDraft):
+        raise ValueError(f"The fused round drafts with a feature drafter, not a"
+                         f" {type(draft).__name__}.")
+    # a chain is verified every round, matched or not: a CPU, which pays for every node, measured
+    # it slower (the fused round notebook)
+    if merge is None: merge = target.device.type != "cpu"
+    if tree is None and draft is not None and draft_acceptance(draft):
+        tree = fused_auto_tree(target, draft)[0]  # priced for the fused round, not the loop
+    return DecodePath(True, tree, FUSED_CHAIN if merge else 0)
 
 # %% ../nbs/12_api.ipynb #12_apic2
 @torch.no_grad()
@@ -62,6 +94,7 @@ def generate(target, # the target causal LM
              draft=None, # a draft network, a `Drafter`, or None for plain decoding
              input_ids=None, # (L,) or (1, L) prompt token ids
              max_new_tokens:int=128,
+             *, # the options below by name only
              sampling:Sampling=Sampling(), # temperature / top-k / top-p; greedy by default
              # the draft network's tree; None: the measured fast path (`fast_drafter`)
              tree:TreeConfig|None=None,
@@ -73,6 +106,10 @@ def generate(target, # the target causal LM
              compile:bool=False, # torch.compile the tree forward (see `speculate`)
              # {N: M}: run a tree of N nodes as M; None: the fast path's own (`node_padding`)
              pad_nodes:dict|None=None,
+             # the fused round (`decode_path`): None = where it is the default (CUDA, a draft
+             # network that is a feature drafter, no tree given); True needs a feature drafter
+             fused:bool|None=None,
+             merge_lookup:bool|None=None, # the fused round's lookup chain (`decode_path`)
             ) -> tuple[list[int], DecodeStats]:
     """Speculative decoding with the measured defaults: `(new token ids, DecodeStats)`. Greedy
     output equals the target's own greedy output; sampled output follows its distribution.
@@ -85,20 +122,25 @@ def generate(target, # the target causal LM
     (`weights_held`). A weight moved meanwhile is not read freed (its old memory is held until the
     call ends) but may be read as it was; between two calls anything may change."""
     # checked before a tree is measured for the draft (`fast_drafter`) or the fused round is built
-    input_ids, max_new_tokens, sampling, seed, _ = check_request(
+    check_supported(target)
+    input_ids, max_new_tokens, sampling, seed, eos = check_request(
         target, input_ids, max_new_tokens, sampling, seed, eos_token_id, tree)
+    # a drafter or a tree given is run as asked, in the eager loop, unless `fused` says otherwise
+    if fused is None and (isinstance(draft, Drafter) or tree is not None): fused = False
+    path = decode_path(target, draft, fused=fused, tree=tree, merge=merge_lookup)
+    if path.fused:
+        return generate_fused(
+            target, draft, input_ids, max_new_tokens, tree=path.tree, chain=path.chain,
+            eos_token_id=eos_token_id, max_len=max_len, compile=compile, streamer=streamer,
+            sampling=sampling, seed=seed)
     if draft is not None and not isinstance(draft, Drafter) and tree is None:
-        if fused_by_default(target, draft):  # as `flashspec generate` on CUDA
-            t = fused_auto_tree(target, draft)[0] if draft_acceptance(draft) else None
-            return generate_fused(
-                target, draft, input_ids, max_new_tokens, tree=t, chain=FUSED_CHAIN,
-                eos_token_id=eos_token_id, max_len=max_len, compile=compile, streamer=streamer,
-                sampling=sampling, seed=seed)
         # the tree for the context at mid-answer: a node costs more after 2,000 tokens than
         # after 300 (`costs_at`)
         context = len(input_ids) + max_new_tokens // 2
         draft, pads, _ = fast_drafter(
             target, draft, engine=engine, compile=compile, context=context)
         if pad_nodes is None: pad_nodes = pads
-    return speculate(target, draft, input_ids, max_new_tokens, sampling, tree, eos_token_id,
-                     max_len, seed, streamer, engine, compile, pad_nodes)
+    return speculate_checked(  # checked above: validated once
+        target, as_drafter(draft, tree, target), input_ids, max_new_tokens, sampling=sampling,
+        seed=seed, eos=eos, max_len=max_len, streamer=streamer, engine=engine, compile=compile,
+        pad_nodes=pad_nodes)

@@ -14,19 +14,20 @@ import torch
 import transformers
 from collections import Counter
 from pathlib import Path
-from .api import fast_drafter
+from .api import decode_path, fast_drafter
 from .decode.fused import FUSED_CHAIN, generate_fused
 from .decode.fused import fused_tree as round_tree
 from .decode.loop import DecodeStats, eos_set, speculate
 from .decode.monitor import monitor
 from .drafters.adaptive import AdaptiveConfig
 from .drafters.base import Drafter
+from .drafters.feature import FeatureDraft
 from .drafters.lookup import PromptLookupDrafter
 from .kernel.build import kernel_status, layer_kernel_on, rows_kernel
 from .kvcache import bucket_slots
 from .target import EMBEDDED_NAME, embedded_gguf, encode_chat
 from .tree import TreeConfig
-from .util import atomic_write, cache_dir
+from .util import atomic_write, cache_dir, kept
 from .verify import Sampling
 
 # %% auto #0
@@ -59,6 +60,7 @@ def _hf_kwargs(sampling:Sampling, max_new_tokens, target):
             top_p=sampling.top_p)
     return kw
 
+# %% ../nbs/14_bench.ipynb #ebae1835s2
 def target_gguf(target) -> Path:
     """The GGUF file `target` was read from, for the `llama.cpp` baseline: the embedded model's,
     or the one `.gguf` file in a local checkpoint's folder; a clear error otherwise."""
@@ -76,10 +78,10 @@ def target_gguf(target) -> Path:
     return found[0]
 
 def llama_cpp(target):
-    """A llama.cpp model of `target`'s own GGUF (`target_gguf`), made once and kept with the target,
-    on torch's thread count (`llama-cpp-python`)."""
-    kept = target.__dict__.get("_flashspec_llama_cpp")
-    if kept is not None: return kept
+    """A llama.cpp model of `target`'s own GGUF (`target_gguf`), made once and kept while the target
+    lives (`kept`), on torch's thread count (`llama-cpp-python`)."""
+    held = kept(target, "llama.cpp")
+    if "llm" in held: return held["llm"]
     gguf = target_gguf(target)  # refused before anything loads
     try:
         from llama_cpp import Llama
@@ -91,7 +93,7 @@ def llama_cpp(target):
     llm = Llama(model_path=str(gguf), n_ctx=min(
         getattr(target.config, "max_position_embeddings", 8192), 8192), n_threads=n,
         n_threads_batch=n, verbose=False)
-    target.__dict__["_flashspec_llama_cpp"] = llm
+    held["llm"] = llm
     return llm
 
 def llama_cpp_generate(target, ids:list[int], max_new_tokens:int, sampling:Sampling, seed:int,
@@ -108,6 +110,70 @@ def llama_cpp_generate(target, ids:list[int], max_new_tokens:int, sampling:Sampl
         if out[-1] in eos or len(out) >= max_new_tokens: break
     return out
 
+# %% ../nbs/14_bench.ipynb #ebae1835s3
+def _check_method(method:str, draft):
+    "A clear `ValueError` for an unknown `method`, or a `draft` it cannot decode with."
+    if method not in METHODS:
+        raise ValueError(f"Unknown method {method!r}; choose from {', '.join(METHODS)}.")
+    drafted = ("hf-assisted", "flashspec", *ADAPTIVE, "flashspec-merged", *FUSED[1:])
+    if method in drafted and draft is None:
+        raise ValueError(f"{method} needs a draft model.")
+    if method in drafted and method != "flashspec" and isinstance(draft, Drafter):
+        raise ValueError(f"{method} needs a draft model, not a {type(draft).__name__}.")
+    if method in FUSED[1:] and not isinstance(draft, FeatureDraft):
+        raise ValueError(f"{method} drafts with a feature drafter, not a {type(draft).__name__}.")
+    if method == "hf-assisted" and isinstance(draft, FeatureDraft):
+        raise ValueError(
+            "hf-assisted needs a draft causal LM; a feature drafter reads the target's states, "
+            "which only flashspec passes.")
+
+# %% ../nbs/14_bench.ipynb #ebae1835s4
+def _run_hf(method:str, target, draft, ids:list[int], max_new_tokens:int, sampling:Sampling,
+            tree:TreeConfig, cache_len:int|None) -> list[int]:
+    "The `hf` methods: Hugging Face's `generate`, its new tokens."
+    kw = _hf_kwargs(sampling, max_new_tokens, target)
+    if method == "hf-assisted": kw["assistant_model"] = draft
+    if method == "hf-lookup": kw["prompt_lookup_num_tokens"] = tree.depth or 4
+    if method == "hf-static":  # compiled by Hugging Face on CUDA, once per cache size
+        kw["cache_implementation"] = "static"
+        # sized for the run (Hugging Face keeps the largest seen): no recompiles
+        if target.device.type == "cuda":
+            kw["max_cache_len"] = max(bucket_slots(len(ids) + max_new_tokens), cache_len or 0)
+    with torch.no_grad():
+        return target.generate(torch.tensor([ids], device=target.device), **kw)[
+            0, len(ids) :
+        ].tolist()
+
+def _run_fused(method:str, target, draft, ids:list[int], max_new_tokens:int, sampling:Sampling,
+               tree:TreeConfig, seed:int, compile:bool, cache_len:int|None,
+               fixed_nodes:int|None) -> tuple[list[int], DecodeStats]:
+    """The `FUSED` methods: `generate_fused` on the tree and lookup chain `decode_path` decides for
+    them (the tree as given; a chain for the merged one)."""
+    fd = None if method == "ar-fused" else draft
+    path = decode_path(target, fd, fused=True, tree=tree, merge=method.endswith("merged"))
+    return generate_fused(
+        target, fd, ids, max_new_tokens, tree=path.tree, chain=path.chain, max_len=cache_len,
+        compile=compile, sampling=sampling, seed=seed, fixed_nodes=fixed_nodes)
+
+def _run_eager(method:str, target, draft, ids:list[int], max_new_tokens:int, sampling:Sampling,
+               tree:TreeConfig, seed:int, min_prob:float, engine:str, compile:bool,
+               adaptive:AdaptiveConfig|None, pad_nodes:dict|None, store:Drafter|None,
+               gate:dict|None) -> tuple[list[int], DecodeStats]:
+    "`ar` and the eager flashspec methods: `speculate` with the method's drafter."
+    if method == "ar": drafter = None
+    elif method == "flashspec-lookup": drafter = PromptLookupDrafter(depth=tree.depth or 4)
+    elif isinstance(draft, Drafter): drafter = draft
+    else:  # a network: the drafter the API and the command line build (`fast_drafter`)
+        gate = gate or {}
+        drafter, _, _ = fast_drafter(
+            None, draft, tree, costs=gate.get("costs"), pad_nodes=gate.get("pad_nodes"),
+            merge=method in MERGED, min_prob=min_prob, store=store,
+            adaptive=(adaptive or AdaptiveConfig()) if method in ADAPTIVE else None)
+    return speculate(
+        target, drafter, ids, max_new_tokens, sampling=sampling, tree=tree, seed=seed,
+        engine=engine, compile=compile, pad_nodes=pad_nodes)
+
+# %% ../nbs/14_bench.ipynb #ebae1835s5
 def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int,
                sampling:Sampling=Sampling(), tree:TreeConfig=TreeConfig(), seed:int=0,
                min_prob:float=0.0, # adaptive trees for the model drafter (0 = the fixed `tree`)
@@ -127,55 +193,20 @@ def run_method(method:str, target, draft, ids:list[int], max_new_tokens:int,
                fixed_nodes:int|None=None,
               ) -> tuple[list[int], DecodeStats|None, float]:
     "Decode `ids` with one method; returns `(new tokens, DecodeStats or None, seconds)`."
-    if method not in METHODS:
-        raise ValueError(f"Unknown method {method!r}; choose from {', '.join(METHODS)}.")
-    drafted = ("hf-assisted", "flashspec", *ADAPTIVE, "flashspec-merged", *FUSED[1:])
-    if method in drafted and draft is None:
-        raise ValueError(f"{method} needs a draft model.")
-    if method in drafted and method != "flashspec" and isinstance(draft, Drafter):
-        raise ValueError(f"{method} needs a draft model, not a {type(draft).__name__}.")
-    if method in FUSED[1:] and not hasattr(draft, "qkv"):
-        raise ValueError(f"{method} drafts with a feature drafter, not a {type(draft).__name__}.")
-    if method == "hf-assisted" and hasattr(draft, "drafter"):
-        raise ValueError(
-            "hf-assisted needs a draft causal LM; a feature drafter reads the target's states, "
-            "which only flashspec passes.")
+    _check_method(method, draft)
     torch.manual_seed(seed)
     t0 = time.perf_counter()
     if method == "llama.cpp":
         out, st = llama_cpp_generate(target, ids, max_new_tokens, sampling, seed), None
     elif method.startswith("hf"):
-        kw = _hf_kwargs(sampling, max_new_tokens, target)
-        if method == "hf-assisted": kw["assistant_model"] = draft
-        if method == "hf-lookup": kw["prompt_lookup_num_tokens"] = tree.depth or 4
-        if method == "hf-static":  # compiled by Hugging Face on CUDA, once per cache size
-            kw["cache_implementation"] = "static"
-            # sized for the run (Hugging Face keeps the largest seen): no recompiles
-            if target.device.type == "cuda":
-                kw["max_cache_len"] = max(bucket_slots(len(ids) + max_new_tokens), cache_len or 0)
-        with torch.no_grad():
-            out = target.generate(torch.tensor([ids], device=target.device), **kw)[
-                0, len(ids) :
-            ].tolist()
+        out = _run_hf(method, target, draft, ids, max_new_tokens, sampling, tree, cache_len)
         st = None
     elif method in FUSED:
-        out, st = generate_fused(
-            target, None if method == "ar-fused" else draft, ids, max_new_tokens, tree=tree,
-            chain=FUSED_CHAIN if method.endswith("merged") else 0, max_len=cache_len,
-            compile=compile, sampling=sampling, seed=seed, fixed_nodes=fixed_nodes)
+        out, st = _run_fused(method, target, draft, ids, max_new_tokens, sampling, tree, seed,
+                             compile, cache_len, fixed_nodes)
     else:
-        if method == "ar": drafter = None
-        elif method == "flashspec-lookup": drafter = PromptLookupDrafter(depth=tree.depth or 4)
-        elif isinstance(draft, Drafter): drafter = draft
-        else:  # a network: the drafter the API and the command line build (`fast_drafter`)
-            gate = gate or {}
-            drafter, _, _ = fast_drafter(
-                None, draft, tree, costs=gate.get("costs"), pad_nodes=gate.get("pad_nodes"),
-                merge=method in MERGED, min_prob=min_prob, store=store,
-                adaptive=(adaptive or AdaptiveConfig()) if method in ADAPTIVE else None)
-        out, st = speculate(
-            target, drafter, ids, max_new_tokens, sampling=sampling, tree=tree, seed=seed,
-            engine=engine, compile=compile, pad_nodes=pad_nodes)
+        out, st = _run_eager(method, target, draft, ids, max_new_tokens, sampling, tree, seed,
+                             min_prob, engine, compile, adaptive, pad_nodes, store, gate)
     return out, st, time.perf_counter() - t0
 
 # %% ../nbs/14_bench.ipynb #02d88f11
@@ -221,7 +252,7 @@ def _journal_config(
                 **({} if not fixed_nodes else dict(fixed_nodes=fixed_nodes))))
     )  # the costs it reads may be measured again
 
-
+# %% ../nbs/14_bench.ipynb #02d88f11s2
 def store_config(store) -> dict:
     "What identifies a merged-in store drafter: its class, settings and corpus size."
     c = {k: v for k, v in vars(store).items() if isinstance(v, (int, float, str, bool))}
@@ -251,6 +282,89 @@ def _read_journal(path:Path, config:dict, prompts:list[dict], n_methods:int) -> 
 
 def _jsonl(rows) -> str: return "".join(json.dumps(x) + "\n" for x in rows)
 
+def _resume(journal:Path, config:dict, prompts:list[dict], n_methods:int) -> list[dict]:
+    """The records of the questions `journal` holds complete (none if it is new); the journal is
+    rewritten as `config`'s header and those, without any partly run question."""
+    records = _read_journal(journal, config, prompts, n_methods) if journal.exists() else []
+    atomic_write(
+        journal, lambda tmp: Path(tmp).write_text(_jsonl([dict(journal=config)] + records)))
+    return records
+
+def _append(journal:Path, rows:list[dict]):
+    "Append a finished question's `rows` to `journal`, on disk before the next question starts."
+    with open(journal, "a") as f:
+        f.write(_jsonl(rows)); f.flush(); os.fsync(f.fileno())
+
+# %% ../nbs/14_bench.ipynb #02d88f11s3
+def _check_bench(methods:list[str], prompts:list[dict], repeats:int, max_new_tokens:int):
+    """A clear `ValueError` for a run that cannot run, before its journal is written (a journal of
+    such a run would be resumed next time)."""
+    for m in methods:
+        if m not in METHODS:
+            raise ValueError(f"Unknown method {m!r}; choose from {', '.join(METHODS)}.")
+    if not prompts: raise ValueError("No prompts to run.")
+    if repeats < 1: raise ValueError("repeats must be >= 1.")
+    if max_new_tokens < 1: raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}.")
+    if len({q["question_id"] for q in prompts}) < len(prompts):
+        raise ValueError("question_id must be unique within prompts.")
+
+def _fixed_nodes(methods:list[str], tree:TreeConfig, fused_tree:TreeConfig|None) -> int:
+    "`exact_fused`'s one node count: the largest round's (`round_tree`) of the FUSED methods run."
+    fm = [m for m in methods if m in FUSED]
+    if not fm: raise ValueError(f"exact_fused is for the fused methods ({', '.join(FUSED)}).")
+    ft = fused_tree if fused_tree is not None else tree
+    return max(round_tree(() if m == "ar-fused" else ft.index_paths(),
+                          FUSED_CHAIN if m.endswith("merged") else 0)[0].n_nodes for m in fm)
+
+def _cache_len(tokenizer, prompts:list[dict], methods:list[str], max_new_tokens:int,
+               max_prompt_tokens:int|None) -> int|None:
+    """hf-static's and the fused methods' one cache size: the longest first turn and its answer (a
+    longer later turn grows it once more); None where no such method runs (no other reads it)."""
+    first = bool({"hf-static", *FUSED} & set(methods)) and max(
+        len(encode_chat(tokenizer, q["turns"][:1], max_tokens=max_prompt_tokens)) for q in prompts)
+    return bucket_slots(first + max_new_tokens) if first else None
+
+# %% ../nbs/14_bench.ipynb #02d88f11s4
+def _answer(run, # `run(method, ids, max_new_tokens, seed)`: `run_method` with the run's settings
+            m:str, q:dict, ti:int, ids:list[int], seed:int, max_new_tokens:int, repeats:int,
+           ) -> dict:
+    "The record of method `m`'s answer to turn `ti` of question `q`: its median of `repeats` runs."
+    runs = [run(m, ids, max_new_tokens, seed) for _ in range(repeats)]
+    secs = [r[2] for r in runs]
+    out, st, _ = runs[0]
+    rec = dict(
+        question_id=q["question_id"],
+        category=q["category"],
+        turn=ti,
+        method=m,
+        prompt_tokens=len(ids),
+        tokens=out,
+        seconds=statistics.median(secs),
+        spread=(
+            (max(secs) - min(secs)) / statistics.median(secs) if repeats > 1 else None),
+        finished_at=time.time())  # a clock: the monitor's time windows
+    if st is not None: rec.update(st.as_dict(), drafted_depth=list(st.drafted_depth))
+    return rec
+
+def _question(run, # as `_answer`'s
+              tokenizer, q:dict, qi:int, methods:list[str], max_new_tokens:int, repeats:int,
+              max_prompt_tokens:int|None, bar) -> list[dict]:
+    """Question `q`'s records, turn by turn: each method with its own earlier answers, in an order
+    rotated by the question's index `qi`."""
+    order = methods[qi % len(methods):] + methods[:qi % len(methods)]
+    history = {m: [] for m in methods}
+    new = []
+    for ti in range(len(q["turns"])):
+        for m in order:
+            ids = encode_chat(
+                tokenizer, q["turns"][: ti + 1], answers=history[m], max_tokens=max_prompt_tokens)
+            rec = _answer(run, m, q, ti, ids, 1000 * qi + ti, max_new_tokens, repeats)
+            new.append(rec)
+            history[m].append(tokenizer.decode(rec["tokens"], skip_special_tokens=True))
+            bar.update(1)
+    return new
+
+# %% ../nbs/14_bench.ipynb #02d88f11s5
 def bench(
     # Spec-Bench records (`turns`, `category`, `question_id`)
     target, tokenizer, draft, prompts:list[dict],
@@ -274,87 +388,36 @@ def bench(
     "Run `methods` over `prompts`; returns the results dict (see `summarize`)."
     from tqdm.auto import tqdm
     methods = list(methods)
-    for m in methods:
-        if m not in METHODS:
-            raise ValueError(f"Unknown method {m!r}; choose from {', '.join(METHODS)}.")
-    if not prompts: raise ValueError("No prompts to run.")
-    if repeats < 1: raise ValueError("repeats must be >= 1.")
-    # before the journal is written: a journal of a run that cannot run would be resumed next time
-    if max_new_tokens < 1: raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}.")
-    if len({q["question_id"] for q in prompts}) < len(prompts):
-        raise ValueError("question_id must be unique within prompts.")
-    fixed = None  # the FUSED methods' `fixed_nodes`: their largest round's nodes (`round_tree`)
-    if exact_fused:
-        fm = [m for m in methods if m in FUSED]
-        if not fm: raise ValueError(f"exact_fused is for the fused methods ({', '.join(FUSED)}).")
-        ft = fused_tree if fused_tree is not None else tree
-        fixed = max(round_tree(() if m == "ar-fused" else ft.index_paths(),
-                               FUSED_CHAIN if m.endswith("merged") else 0)[0].n_nodes for m in fm)
+    _check_bench(methods, prompts, repeats, max_new_tokens)
+    # the FUSED methods' `fixed_nodes`: their largest round's nodes (`round_tree`)
+    fixed = _fixed_nodes(methods, tree, fused_tree) if exact_fused else None
     records = []
     # header line = the settings; then one record per answer, a question at a time
     if journal is not None:
-        journal, config = Path(journal), _journal_config(
+        journal = Path(journal)
+        records = _resume(journal, _journal_config(
             methods, max_new_tokens, sampling, tree, repeats, max_prompt_tokens, min_prob, target,
-            draft, engine, compile, adaptive, pad_nodes, store, gate, fixed)
-        if journal.exists(): records = _read_journal(journal, config, prompts, len(methods))
-        # rewritten without any partly run question
-        atomic_write(
-            journal, lambda tmp: Path(tmp).write_text(_jsonl([dict(journal=config)] + records)))
+            draft, engine, compile, adaptive, pad_nodes, store, gate, fixed), prompts, len(methods))
     done = {r["question_id"] for r in records}
     warm = encode_chat(tokenizer, "Hi")
-    # hf-static's and the fused methods' one cache size: the longest first turn and its answer (a
-    # longer later turn grows it once more); no other method reads it
-    first = bool({"hf-static", *FUSED} & set(methods)) and max(
-        len(encode_chat(tokenizer, q["turns"][:1], max_tokens=max_prompt_tokens)) for q in prompts)
     kw = dict(
         min_prob=min_prob, engine=engine, compile=compile, adaptive=adaptive, pad_nodes=pad_nodes,
-        store=store, gate=gate, cache_len=bucket_slots(first + max_new_tokens) if first else None,
-        fixed_nodes=fixed)
-    # s of each method's warm-up call: where a method compiles, the compile is in it
-    first_call = {}
+        store=store, gate=gate, fixed_nodes=fixed,
+        cache_len=_cache_len(tokenizer, prompts, methods, max_new_tokens, max_prompt_tokens))
     tree_of = lambda m: fused_tree if fused_tree is not None and m in FUSED else tree
-    for m in methods:
-        first_call[m] = run_method(m, target, draft, warm, 8, sampling, tree_of(m), **kw)[2]
+    run = lambda m, ids, n, seed=0: run_method(
+        m, target, draft, ids, n, sampling, tree_of(m), seed=seed, **kw)
+    # s of each method's warm-up call: where a method compiles, the compile is in it
+    first_call = {m: run(m, warm, 8)[2] for m in methods}
     n_answers = sum(len(q["turns"]) for q in prompts) * len(methods)
     bar = tqdm(
         total=n_answers, initial=len(records), desc="bench", disable=not progress, file=sys.stderr)
     for qi, q in enumerate(prompts):
         if q["question_id"] in done: continue
-        order = methods[qi % len(methods):] + methods[:qi % len(methods)]
-        history = {m: [] for m in methods}
-        new = []
-        for ti in range(len(q["turns"])):
-            for m in order:
-                ids = encode_chat(
-                    tokenizer, q["turns"][: ti + 1], answers=history[m],
-                    max_tokens=max_prompt_tokens)
-                runs = [
-                    run_method(
-                        m, target, draft, ids, max_new_tokens, sampling, tree_of(m),
-                        seed=1000 * qi + ti,
-                        **kw)
-                    for _ in range(repeats)]
-                secs = [r[2] for r in runs]
-                out, st, _ = runs[0]
-                rec = dict(
-                    question_id=q["question_id"],
-                    category=q["category"],
-                    turn=ti,
-                    method=m,
-                    prompt_tokens=len(ids),
-                    tokens=out,
-                    seconds=statistics.median(secs),
-                    spread=(
-                        (max(secs) - min(secs)) / statistics.median(secs) if repeats > 1 else None),
-                    finished_at=time.time())  # a clock: the monitor's time windows
-                if st is not None: rec.update(st.as_dict(), drafted_depth=list(st.drafted_depth))
-                new.append(rec)
-                history[m].append(tokenizer.decode(out, skip_special_tokens=True))
-                bar.update(1)
+        new = _question(
+            run, tokenizer, q, qi, methods, max_new_tokens, repeats, max_prompt_tokens, bar)
         records += new
-        if journal is not None:
-            with open(journal, "a") as f:
-                f.write(_jsonl(new)); f.flush(); os.fsync(f.fileno())
+        if journal is not None: _append(journal, new)
     bar.close()
     # resumed or not, records in the prompts' order
     order = {q["question_id"]: i for i, q in enumerate(prompts)}
@@ -391,7 +454,7 @@ def _agg(recs, hf_tps, hf_out, greedy):
     out["noise"] = statistics.median(spreads) if spreads else None
     return out
 
-
+# %% ../nbs/14_bench.ipynb #9dd79c4cs2
 def summarize(
     records:list[dict], methods:list[str], sampling:Sampling, meta:dict|None=None
 ) -> dict:
@@ -442,7 +505,7 @@ def summarize(
         for m in methods if m.startswith("flashspec")}
     return res
 
-
+# %% ../nbs/14_bench.ipynb #9dd79c4cs3
 def _times(x) -> str: return "n/a" if x is None else f"{x:.2f}x"  # a ratio, or n/a
 
 def table(res:dict) -> str:

@@ -24,7 +24,7 @@ from .kernel.products import head_argmax, rows_linear, rows_ok, rows_q8
 from .kvcache import StaticKVCache, causal_bias
 from .target import check_supported
 from .tree import Tree, TreeBatch, compile_tree
-from .util import cpu_id, hardware, median_ms, target_fingerprint
+from .util import cpu_id, hardware, kept, median_ms, target_fingerprint
 
 # %% auto #0
 __all__ = ['NATIVE_TYPES', 'MATMULS', 'LARGE_M', 'ENGINES', 'COST_SIZES', 'wx_linear', 'up_linear', 'pick_matmul', 'Products',
@@ -62,6 +62,7 @@ def up_linear(x:torch.Tensor, # (..., K) bf16 or fp16
     y = F.linear(x.float(), w.float(), None if b is None else b.float())
     return y.to(x.dtype)
 
+# %% ../nbs/07_engine.ipynb #7caaae8cs1
 def _plain_linear(mod) -> bool:
     """A float `nn.Linear` on the CPU: the only kind `wx_linear` stands in for (quantized layers
     keep their own forward)."""
@@ -69,6 +70,19 @@ def _plain_linear(mod) -> bool:
     # not a quantized subclass
     return (type(mod) is torch.nn.Linear and type(w) in (torch.Tensor, torch.nn.Parameter)
             and w.dtype.is_floating_point and w.device.type == "cpu")
+
+def _linear_in(form:str, # a product form (`MATMULS`, less "auto")
+              ):
+    """`lin(layer, x)` in the given form (`"wx"`, `"rows"`, `"up"`: `wx_linear`, `rows_linear`,
+    `up_linear` where the layer is a float one on the CPU, else `F.linear`): `Products.lin`. Inside
+    `torch.compile`, which cannot trace the kernel's foreign call, `"rows"` is `"wx"`."""
+    if form == "rows" and torch.compiler.is_compiling(): form = "wx"
+    f = {"wx": wx_linear, "rows": rows_linear, "up": up_linear}.get(form)
+    def lin(layer, x):
+        if isinstance(layer, torch.Tensor):
+            return f(x, layer) if f and layer.device.type == "cpu" else F.linear(x, layer)
+        return f(x, layer.weight, layer.bias) if f and _plain_linear(layer) else layer(x)
+    return lin
 
 @torch.no_grad()
 def pick_matmul(weights:list, # (N, K) weights of the linear layers a forward runs, in order
@@ -92,6 +106,7 @@ def pick_matmul(weights:list, # (N, K) weights of the linear layers a forward ru
         times[name] = statistics.median(run(f) for _ in range(repeats))
     return min(times, key=times.get)
 
+# %% ../nbs/07_engine.ipynb #7caaae8cs2
 class Products:
     """A module's float linear products on the CPU, each in the form measured fastest for its row
     count (`pick_matmul`)."""
@@ -108,9 +123,8 @@ class Products:
         if matmul not in MATMULS:
             raise ValueError(f"matmul must be one of {MATMULS}, got {matmul!r}.")
         self.owner, self.matmul, self.max_pick, self.extra = owner, matmul, max_pick, extra
-        if "_flashspec_matmul" not in owner.__dict__: owner.__dict__["_flashspec_matmul"] = {}
-        # (rows, dtype, threads) -> form, kept with the module
-        self.picked = owner.__dict__["_flashspec_matmul"]
+        # (rows, dtype, threads) -> form, kept while the module lives (flashspec's registry)
+        self.picked = kept(owner, "matmul")
         self.first = None
 
     def weights(self) -> list:
@@ -147,19 +161,10 @@ class Products:
         "`lin(layer, x)` for products of `m` rows: `layer` a linear module or an (N, K) weight."
         return self.lin(self.form(m))
 
-    @staticmethod
-    def lin(form:str):
-        """`lin(layer, x)` in the given form (`"wx"`, `"rows"`: `wx_linear`, `rows_linear` where the
-        layer is a float one on the CPU, else `F.linear`). Inside `torch.compile`, which cannot
-        trace the kernel's foreign call, `"rows"` is `"wx"`."""
-        if form == "rows" and torch.compiler.is_compiling(): form = "wx"
-        f = {"wx": wx_linear, "rows": rows_linear, "up": up_linear}.get(form)
-        def lin(layer, x):
-            if isinstance(layer, torch.Tensor):
-                return f(x, layer) if f and layer.device.type == "cpu" else F.linear(x, layer)
-            return f(x, layer.weight, layer.bias) if f and _plain_linear(layer) else layer(x)
-        return lin
+    # `lin(layer, x)` in a form given (chosen here or elsewhere): `_linear_in`
+    lin = staticmethod(_linear_in)
 
+# %% ../nbs/07_engine.ipynb #7caaae8cs3
 def put_rows(buf:torch.Tensor, # (B, H, S, hd) a cache buffer
              slots:torch.Tensor, # (B, T) each row's own slots
              x:torch.Tensor): # (B, H, T, hd)
@@ -187,6 +192,7 @@ def gqa_attention(q:torch.Tensor, # (B, H, T, hd) queries
         q.reshape(B, Hkv, H // Hkv * T, hd), k, v, attn_mask=bias, scale=scale)
     return o.reshape(B, H, T, hd).transpose(1, 2)
 
+# %% ../nbs/07_engine.ipynb #7caaae8cs4
 def visible_order(bias:torch.Tensor, # (B, 1, T, S) an additive attention bias: 0 where seen
                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """Each query row's visible slots first, in slot order: `(idx (B, T, S), bias (B, 1, T, S))`,
@@ -226,6 +232,7 @@ def row_attention(q:torch.Tensor, # (B, H, T, hd) queries
     o = p.transpose(2, 3) @ vg  # each row's own values, in its order       (B, Hkv, T, G, hd)
     return o.permute(0, 2, 1, 3, 4).reshape(B, T, H, hd)
 
+# %% ../nbs/07_engine.ipynb #7caaae8cs5
 def find_grids(model) -> int:
     """`half_grids(model, its checkpoint folder)` once for a bf16 or fp16 model on the CPU loaded
     from a local folder (`name_or_path`), so that its C layers read the 4-bit grids its weights were
@@ -239,13 +246,162 @@ def find_grids(model) -> int:
             or not where.is_dir() or not weight_files(where)):
         return 0
     key = (str(where.resolve()), w.dtype)
-    if model.__dict__.get("_flashspec_grids_from") == key: return 0
-    model.__dict__["_flashspec_grids_from"] = key
+    if kept(model, "grids").get("from") == key: return 0
+    kept(model, "grids")["from"] = key
     return half_grids(model, where)
 
-class NativeForward:
-    """A plain forward over a Llama-family model's own modules, writing K/V into a `StaticKVCache`
-    at explicit slots."""
+def _check_native(model) -> None:
+    "Raise unless flashspec supports `model` and has a native forward for its type."
+    check_supported(model)
+    if model.config.model_type not in NATIVE_TYPES:
+        raise ValueError(
+            f"No native forward for {model.config.model_type!r} (native:"
+            f" {', '.join(NATIVE_TYPES)}).")
+
+def _rope_table(rotary, # the model's rotary module
+                x:torch.Tensor, # (B, T, d) the layers' input (its dtype)
+                positions:torch.Tensor, # (B, T) the position ids of the forward that asks
+                S:int, # the cache's slots: the table holds positions 0 .. S - 1
+               ) -> tuple|None:
+    """`(cos, sin)` (S, hd) each, made once by `rotary` for positions 0 .. S - 1, where the module
+    is static (`rope_type` "default": each position's row a function of the position alone) and
+    the table's rows at `positions` are the module's own bits; else None."""
+    if getattr(rotary, "rope_type", None) != "default": return None
+    cos, sin = rotary(x[:1, :1], torch.arange(S)[None])
+    table = cos[0], sin[0]                                                # (S, hd) each
+    p = positions.clamp(0, S - 1)  # the module's own rows for these positions
+    same = all(torch.equal(t[p], o) for t, o in zip(table, rotary(x, p)))
+    return table if same else None
+
+def _read_layers(model, # the model (`find_grids` first)
+                 layers, # its decoder layers
+                ) -> list|bool:
+    "`layer_args` of every layer, or False where some layer is not one the C kernel runs."
+    find_grids(model)
+    args = [layer_args(l) for l in layers]
+    return args if all(a is not None for a in args) else False
+
+# %% ../nbs/07_engine.ipynb #7caaae8cs6
+def _write_kv(buf:torch.Tensor, # (B, Hkv, S, hd) a layer's cached keys or values
+              slots:torch.Tensor, # (T,) the slots of every row, or (B, T) each row's own
+              x:torch.Tensor): # (B, Hkv, T, hd) the forward's keys or values
+    "Write `x` into `buf` at `slots` (one copy along the slot dimension, or `put_rows`)."
+    if slots.dim() == 1: buf.index_copy_(2, slots, x)
+    else: put_rows(buf, slots, x)
+
+def _causal_sdpa(q:torch.Tensor, # (B, H, T, hd) queries
+                 k:torch.Tensor, v:torch.Tensor, # (B, Hkv, S, hd) a layer's cached keys, values
+                 scale:float, groups:int, # the layer's scaling; query heads per key/value head
+                ) -> torch.Tensor:
+    """A prefill into empty rows through SDPA: causal over the T new slots alone, no mask (the
+    kernel skips what a mask would hide); `(B, T, H, hd)`."""
+    T = q.shape[2]
+    return F.scaled_dot_product_attention(
+        q, k[:, :, :T], v[:, :, :T], is_causal=True, scale=scale,
+        enable_gqa=groups > 1).transpose(1, 2)
+
+def _attention(bias:torch.Tensor|None, # (B or 1, 1, T, S) the additive bias; None: SDPA prefill
+               compact:bool, # each row over its own seen slots (`row_attention`)
+               sdpa:bool, # the model's attention is SDPA (Hugging Face's default)
+               groups:int, # query heads per key/value head
+               hf_attention, # the model's own attention function (any other implementation)
+              ):
+    """`attend(a, q, k, v)`: the attention of every PyTorch layer of a forward, `a` the layer's
+    attention module, `q` (B, H, T, hd) its queries, `k`, `v` (B, Hkv, S, hd) its cached keys and
+    values; `(B, T, H, hd)`. One kind a forward, its bias prepared once: SDPA causal without a bias
+    (`_causal_sdpa`), each row over its own slots (`compact`), SDPA's grouped queries over the
+    cache as it is (`gqa_attention`: Hugging Face's copies each layer's keys and values per query
+    head for more than one query row), or the model's own function."""
+    if bias is None: return lambda a, q, k, v: _causal_sdpa(q, k, v, a.scaling, groups)
+    if compact:
+        idx, rbias = visible_order(bias)                              # (B, T, S), (B, 1, T, S)
+        return lambda a, q, k, v: row_attention(q, k, v, idx, rbias, a.scaling)
+    if sdpa:
+        gbias = group_bias(bias, groups)                                   # (B, 1, G * T, S)
+        return lambda a, q, k, v: gqa_attention(q, k, v, gbias, a.scaling)
+    return lambda a, q, k, v: hf_attention(a, q, k, v, bias, dropout=0.0, scaling=a.scaling)[0]
+
+# %% ../nbs/07_engine.ipynb #7caaae8cs7
+def _gated(mlp) -> bool:
+    "Whether `mlp` is a gated MLP (`gate_proj`, `up_proj`, `down_proj`, `act_fn`): Llama's, Qwen's."
+    return all(hasattr(mlp, n) for n in ("gate_proj", "up_proj", "down_proj", "act_fn"))
+
+def _mlp(mlp, # a decoder layer's MLP
+         x:torch.Tensor, # (B, T, d) its input
+         lin, # the forward's products (`Products.lin`)
+        ) -> torch.Tensor:
+    """The gated MLP `down(act(gate(x)) * up(x))` through `lin` (any other MLP through its own
+    forward)."""
+    if not _gated(mlp): return mlp(x)
+    return lin(mlp.down_proj, mlp.act_fn(lin(mlp.gate_proj, x)) * lin(mlp.up_proj, x))
+
+def _torch_layer(layer, # a decoder layer
+                 x:torch.Tensor, # (B, T, d) its input
+                 cos:torch.Tensor, sin:torch.Tensor, # (B, T, hd) the rotary embedding's
+                 keys:torch.Tensor, values:torch.Tensor, # (B, Hkv, S, hd) its cache buffers
+                 slots:torch.Tensor, # (T,) or (B, T) the slots its keys and values go to
+                 attend, # the forward's attention (`_attention`)
+                 lin, # the forward's products (`Products.lin`)
+                ) -> torch.Tensor:
+    "One decoder layer through its own PyTorch modules: its output (B, T, d), its K/V written."
+    B, T = x.shape[:2]
+    a, h = layer.self_attn, layer.input_layernorm(x)
+    shape = (B, T, -1, a.head_dim)
+    q, k, v = (
+        lin(a.q_proj, h).view(shape), lin(a.k_proj, h).view(shape), lin(a.v_proj, h).view(shape))
+    # Qwen3: per-head norms before RoPE
+    if hasattr(a, "q_norm"): q, k = a.q_norm(q), a.k_norm(k)
+    # (B, H, T, hd)
+    q, k = apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
+    _write_kv(keys, slots, k); _write_kv(values, slots, v.transpose(1, 2))
+    o = attend(a, q, keys, values)                                        # (B, T, H, hd)
+    x = x + lin(a.o_proj, o.reshape(B, T, -1))
+    return x + _mlp(layer.mlp, layer.post_attention_layernorm(x), lin)
+
+def _torch_layers(layers, # the decoder's layers
+                  x:torch.Tensor, # (B, T, d) the embeddings
+                  cos:torch.Tensor, sin:torch.Tensor, # (B, T, hd) the rotary embedding's
+                  cache:StaticKVCache, slots:torch.Tensor, # the cache; (T,) or (B, T) slots
+                  attend, lin, # the forward's attention (`_attention`) and products
+                  want:tuple, # hidden-state indices to keep
+                 ) -> tuple[torch.Tensor, dict]:
+    """The layers through PyTorch, as `llama_layers` runs them in C: `(output (B, T, d), {index:
+    (B, T, d) the input of layer index})` (Hugging Face's `hidden_states[index]`)."""
+    got = {}
+    for i, layer in enumerate(layers):
+        if i in want: got[i] = x
+        x = _torch_layer(layer, x, cos, sin, cache.keys[i], cache.values[i], slots, attend, lin)
+    return x, got
+
+# %% ../nbs/07_engine.ipynb #7caaae8cs8
+def _head_out(head, # the model's head (an `nn.Linear`)
+              h:torch.Tensor, # (B, R, d) the final norm's rows whose logits are asked for
+              products:Products, # the model's product forms
+              head_form:str|None, # the head's product form; None: `products.form` of its rows
+              c_layers_on:bool, # the C kernel runs the model's layers (`NativeForward.c_layers`)
+              in_c:bool, # and ran this forward's
+              argmax:bool, # each row's top token id instead of its logits
+             ) -> torch.Tensor:
+    """The head over `h`: logits (B, R, V), or with `argmax` each row's top token id (B, R). For
+    a few rows of a model whose layers run in C: the ids through `head_argmax` (most logits never
+    computed), the logits through the head's exact int8 copy where it has one (`int8_copy`); else
+    the head's product in its form, `"rows"` where the layers ran in C (a row's logits must not
+    depend on how many rows there are: the lossless promise)."""
+    few = c_layers_on and h.shape[0] * h.shape[1] <= products.max_pick
+    q8 = int8_copy(head) if few else None
+    best = head_argmax(h, head) if argmax and few else None
+    if best is not None: return best
+    if q8: logits = rows_q8(h, *q8, head.bias)
+    else:
+        form = products.form(h.shape[0] * h.shape[1]) if head_form is None else head_form
+        logits = Products.lin("rows" if in_c else form)(head, h)
+    return logits.argmax(-1) if argmax else logits
+
+# %% ../nbs/07_engine.ipynb #7caaae8cs9
+class _NativeModel:
+    """What a native forward reads of a Llama-family model and keeps between forwards: its modules,
+    its layers' arguments for the C kernel (`c_layers`), its rotary table (`rope`) and its product
+    forms (`form`). `NativeForward` (below) runs the forward over them."""
     def __init__(self, model,
                  # float linear layers on the CPU: "linear", "wx" (`wx_linear`), "rows"
                  # (`rows_linear`), "up" (`up_linear`), or measured per row count
@@ -257,11 +413,7 @@ class NativeForward:
                  # as one C call where its layers allow (`llama_layers`, 06_kernel)
                  layer_kernel:bool=True,
                 ):
-        check_supported(model)
-        if model.config.model_type not in NATIVE_TYPES:
-            raise ValueError(
-                f"No native forward for {model.config.model_type!r} (native:"
-                f" {', '.join(NATIVE_TYPES)}).")
+        _check_native(model)
         self.model, dec = model, model.get_decoder()
         self.embed, self.layers, self.norm, self.rotary = (
             dec.embed_tokens, dec.layers, dec.norm, dec.rotary_emb)
@@ -280,11 +432,7 @@ class NativeForward:
         """The layers' `layer_args`, or None if the layer kernel is off or some layer is not one it
         runs."""
         if not self.layer_kernel: return None
-        def read():
-            find_grids(self.model)
-            args = [layer_args(l) for l in self.layers]
-            return args if all(a is not None for a in args) else False
-        self._c_held = fresh_args(self._c_held, read)
+        self._c_held = fresh_args(self._c_held, lambda: _read_layers(self.model, self.layers))
         return self._c_held[0] or None
 
     def rope(self, x:torch.Tensor, # (B, T, d) the layers' input (its dtype and device)
@@ -292,22 +440,13 @@ class NativeForward:
              S:int, # the cache's slots: the table holds positions 0 .. S - 1
             ) -> tuple[torch.Tensor, torch.Tensor]:
         """The rotary embedding's `(cos, sin)` (B, T, hd) at `positions`: on the CPU, rows of a
-        table of positions 0 .. S - 1 made once by the model's own rotary module, where that module
-        is static (`rope_type` "default": each position's row a function of the position alone) and
-        the first forward's rows equal the module's own bits; else (another device, compiling, a
-        position outside the table, negative or past it) the module itself, about ten operations a
-        forward."""
+        table made once per cache size and dtype (`_rope_table`); else (another device, compiling,
+        no table, a position outside it, negative or past it) the module itself, about ten
+        operations a forward."""
         if x.device.type != "cpu" or torch.compiler.is_compiling():
             return self.rotary(x, positions)
         if self._rope is None or self._rope[0] != (S, x.dtype):
-            table = None
-            if getattr(self.rotary, "rope_type", None) == "default":
-                cos, sin = self.rotary(x[:1, :1], torch.arange(S)[None])
-                table = cos[0], sin[0]                                    # (S, hd) each
-                p = positions.clamp(0, S - 1)  # the module's own rows for these positions
-                if not all(torch.equal(t[p], o) for t, o in zip(table, self.rotary(x, p))):
-                    table = None
-            self._rope = (S, x.dtype), table
+            self._rope = (S, x.dtype), _rope_table(self.rotary, x, positions, S)
         if self._rope[1] is not None:  # (`embedding` refuses an index outside the table)
             try: return tuple(F.embedding(positions, t) for t in self._rope[1])
             except IndexError: pass
@@ -317,13 +456,10 @@ class NativeForward:
         "The matrix-product form a forward of `m` rows uses (see `Products`)."
         return self.products.form(m)
 
-    def _mlp(self, mlp, x, lin):
-        """The gated MLP `down(act(gate(x)) * up(x))` through `lin` (any other MLP through its own
-        forward)."""
-        if not all(hasattr(mlp, n) for n in ("gate_proj", "up_proj", "down_proj", "act_fn")):
-            return mlp(x)
-        return lin(mlp.down_proj, mlp.act_fn(lin(mlp.gate_proj, x)) * lin(mlp.up_proj, x))
-
+# %% ../nbs/07_engine.ipynb #7caaae8cs10
+class NativeForward(_NativeModel):
+    """A plain forward over a Llama-family model's own modules (`_NativeModel`), writing K/V into a
+    `StaticKVCache` at explicit slots."""
     @torch.no_grad()
     def __call__(self, cache:StaticKVCache, tokens:torch.Tensor, # (B, T)
                  positions:torch.Tensor, # (B, T) position ids
@@ -332,108 +468,75 @@ class NativeForward:
                  # (slots 0 .. T - 1, causal over its own tokens)
                  bias:torch.Tensor|None,
                  layers:tuple=(), # hidden-state indices to return (concatenated)
-                 # (R,) positions whose logits are computed (default: all)
-                 rows:torch.Tensor|None=None,
+                 rows:torch.Tensor|None=None, # (R,) positions whose logits are computed (None: all)
                  run=None, # the forward proper (`self.run`, or a compiled version of it)
                  # the index of each row's largest logit instead of the logits (greedy
                  # verification): `head_argmax` where it applies, else the logits' argmax
                  argmax:bool=False,
-                 # each row's attention over its own seen slots, in order (`row_attention`): a
-                 # row's bits do not depend on where its keys sit (PyTorch's layers; the C layers'
-                 # attention needs none)
+                 # each row's attention over its own seen slots, in order (`row_attention`): its
+                 # bits do not depend on where its keys sit (PyTorch's layers; C's need none)
                  compact:bool=False,
                 ):
         """Returns `(logits (B, T or R, V), features (B, T, len(layers) * d) or None)`; with
         `argmax`, `(B, T or R)` token ids in place of the logits."""
         B, T = tokens.shape
         R = T if rows is None else len(rows)
-        # for a compiled forward chosen here, eagerly: plain strings below. Run eagerly, a form is
-        # chosen where a product needs one (the C layers and the head's int8 copy need none: a
-        # first forward of each row count then measures nothing)
-        form = head_form = None
-        if run is not None and run != self.run: form, head_form = self.form(B * T), self.form(B * R)
+        # the product forms: for a compiled run chosen here, eagerly (plain strings); run eagerly,
+        # where a product needs one (the C layers and the head's int8 copy need none)
+        layer_form = head_form = None
+        if run is not None and run != self.run:
+            layer_form, head_form = self.form(B * T), self.form(B * R)
         return (run or self.run)(
-            cache, tokens, positions, slots, bias, tuple(layers), rows, form, head_form, argmax,
-            compact)
+            cache, tokens, positions, slots, bias, tuple(layers), rows, layer_form, head_form,
+            argmax, compact)
 
     @torch.no_grad()
-    def run(self, cache, tokens, positions, slots, bias, layers, rows,
-            form:str|None, head_form:str|None, # None: `self.form` of the rows, where needed
-            argmax:bool=False, compact:bool=False):
-        """The forward itself, with the product forms given (`form` for the layers, `head_form` for
-        the head; see `Products.lin`); with `argmax`, each row's top token id, not its logits; with
-        `compact`, `row_attention` (a forward with a bias, through PyTorch's layers)."""
-        attn = ALL_ATTENTION_FUNCTIONS.get_interface(
-            self.model.config._attn_implementation, eager_attention_forward)
+    def run(self, cache, tokens, positions, slots, bias, layers, rows, # as `__call__`'s
+            # the product forms of PyTorch's layers and of the head (`Products.lin`); None: chosen
+            # here, `form` of their rows, where a product needs one
+            layer_form:str|None, head_form:str|None,
+            argmax:bool=False, compact:bool=False): # as `__call__`'s
+        """The forward itself: the C layers (`llama_layers`) where they run it, else PyTorch's
+        (`_torch_layers`, `_attention`), then the final norm and the head (`_head_out`)."""
         B, T = tokens.shape
-        # K/V written at one slot list for every row (T,), or at each row's own (B, T)
-        if slots.dim() == 1: put = lambda buf, x: buf.index_copy_(2, slots, x)
-        else: put = lambda buf, x: put_rows(buf, slots, x)
+        impl = self.model.config._attn_implementation
+        hf_attention = ALL_ATTENTION_FUNCTIONS.get_interface(impl, eager_attention_forward)
         x = self.embed(tokens)                                               # (B, T, d)
         cos, sin = self.rope(x, positions, cache.max_len)                   # (B, T, hd) each
-        # SDPA (Hugging Face's default): grouped queries over the cache as it is, where Hugging
-        # Face's copies each layer's keys and values per query head for more than one query row
-        sdpa = self.model.config._attn_implementation == "sdpa"
-        groups = self.layers[0].self_attn.num_key_value_groups
-        # a prefill into empty rows: with SDPA causal over the T new slots alone (no bias; the
-        # kernel skips what the mask would hide), else the bias made here
-        first = bias is None
-        if first and not sdpa:  # (1, 1, T, max_len), every row alike
+        prefill = bias is None  # into empty rows: through SDPA without a bias, else the one here
+        if prefill and impl != "sdpa":  # (1, 1, T, max_len), every row alike
             bias = causal_bias(cache, torch.zeros(1, dtype=torch.long), T, x.dtype).to(x.device)
-        got = {}  # hidden-state index -> (B, T, d), as Hugging Face's `hidden_states[index]`
-        # (a compiled forward keeps PyTorch's layers: the C call cannot be traced)
-        c = None if torch.compiler.is_compiling() else self.c_layers()
+        c = None if torch.compiler.is_compiling() else self.c_layers()  # (C cannot be traced)
         in_c = layers_ok(c, x, cos, cache.keys, bias, self.products.max_pick)
         if in_c:  # a few rows: each layer one C call (`llama_layer`), the same maths
             x, got = llama_layers(c, x, cos, sin, cache.keys, cache.values, slots, bias, layers)
         else:
-            lin = Products.lin(self.form(B * T) if form is None else form)
-            compact = compact and not first
-            if compact: ridx, rbias = visible_order(bias)  # (B, T, S), (B, 1, T, S): every layer's
-            elif sdpa and not first: gbias = group_bias(bias, groups)
-        for i, layer in enumerate(() if in_c else self.layers):
-            if i in layers: got[i] = x
-            a, h = layer.self_attn, layer.input_layernorm(x)
-            shape = (B, T, -1, a.head_dim)
-            q, k, v = (
-                lin(a.q_proj, h).view(shape), lin(a.k_proj, h).view(shape),
-                lin(a.v_proj, h).view(shape))
-            # Qwen3: per-head norms before RoPE
-            if hasattr(a, "q_norm"): q, k = a.q_norm(q), a.k_norm(k)
-            # (B, H, T, hd)
-            q, k = apply_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
-            put(cache.keys[i], k); put(cache.values[i], v.transpose(1, 2))
-            # (B, T, H, hd)
-            if sdpa and first:
-                o = F.scaled_dot_product_attention(
-                    q, cache.keys[i][:, :, :T], cache.values[i][:, :, :T], is_causal=True,
-                    scale=a.scaling, enable_gqa=groups > 1).transpose(1, 2)
-            elif compact:
-                o = row_attention(q, cache.keys[i], cache.values[i], ridx, rbias, a.scaling)
-            elif sdpa: o = gqa_attention(q, cache.keys[i], cache.values[i], gbias, a.scaling)
-            else:
-                o, _ = attn(
-                    a, q, cache.keys[i], cache.values[i], bias, dropout=0.0, scaling=a.scaling)
-            x = x + lin(a.o_proj, o.reshape(B, T, -1))
-            x = x + self._mlp(layer.mlp, layer.post_attention_layernorm(x), lin)
+            lin = Products.lin(self.form(B * T) if layer_form is None else layer_form)
+            attend = _attention(bias, compact and not prefill, impl == "sdpa",
+                                self.layers[0].self_attn.num_key_value_groups, hf_attention)
+            x, got = _torch_layers(self.layers, x, cos, sin, cache, slots, attend, lin, layers)
         x = self.norm(x)
         if len(self.layers) in layers: got[len(self.layers)] = x
-        h = x if rows is None else x[:, rows]                              # (B, R, d)
-        # a few rows, layers in C: the head's exact int8 copy where it has one (`int8_copy`)
-        few = c is not None and h.shape[0] * h.shape[1] <= self.products.max_pick
-        hq = int8_copy(self.head) if few else None
         feats = torch.cat([got[l] for l in layers], -1) if layers else None  # in `layers` order
-        # greedy: the same ids as the logits' argmax, most logits never computed (`head_argmax`)
-        best = head_argmax(h, self.head) if argmax and few else None
-        if best is not None: return best, feats
-        if hq: logits = rows_q8(h, *hq, self.head.bias)
-        else:
-            hform = self.form(h.shape[0] * h.shape[1]) if head_form is None else head_form
-            # layers in C: the head's product too, whatever the rows (its logits must not depend
-            # on how many rows there are: the lossless promise)
-            if in_c: hform = "rows"
-            logits = Products.lin(hform)(self.head, h)
-        return (logits.argmax(-1) if argmax else logits), feats
+        h = x if rows is None else x[:, rows]                              # (B, R, d)
+        return _head_out(self.head, h, self.products, head_form, c is not None, in_c, argmax), feats
+
+# %% ../nbs/07_engine.ipynb #58578614s0
+def _pad_tree(tree:Tree, n_pad:int, # the tree; its nodes with padding (at least its own)
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The tree's ancestor mask (n_pad, n_pad), depths and parents (n_pad,) on the host, padded
+    with nodes that see only themselves, at depth 0; the root and the padding are their own
+    parents."""
+    N = tree.n_nodes
+    mask = torch.eye(n_pad, dtype=torch.bool); mask[:N, :N] = tree.mask
+    depth = torch.zeros(n_pad, dtype=torch.long); depth[:N] = tree.depth
+    parent = torch.arange(n_pad); parent[:N] = tree.parent.clamp(min=0)
+    return mask, depth, parent
+
+def _level_order(parent:list, # each node's parent index (the root's: 0)
+                ) -> bool:
+    "Whether every node but the root comes after its parent (the host walk of `greedy_accept`)."
+    return all(p < i for i, p in enumerate(parent) if i)
 
 # %% ../nbs/07_engine.ipynb #58578614
 class TreeInputs:
@@ -447,23 +550,15 @@ class TreeInputs:
         n_pad = n_pad or N
         if n_pad < N: raise ValueError(f"n_pad={n_pad} is smaller than the tree ({N} nodes).")
         self.tree, self.N, self.S, self.dtype = tree, n_pad, max_len, dtype
-        # padding sees only itself
-        mask = torch.eye(n_pad, dtype=torch.bool); mask[:N, :N] = tree.mask
-        depth = torch.zeros(n_pad, dtype=torch.long); depth[:N] = tree.depth
-        # the root (and padding) point at themselves
-        parent = torch.arange(n_pad); parent[:N] = tree.parent.clamp(min=0)
-        # (N,N), (N,), (N,)
+        mask, depth, parent = _pad_tree(tree, n_pad)                        # (N, N), (N,), (N,)
         self.mask, self.depth, self.parent = mask.to(device), depth.to(device), parent.to(device)
         self.real = (torch.arange(n_pad) < N).to(device)                     # (N,) not padding
         self.arange_s = torch.arange(max_len, device=device)                 # (S,)
         self.arange_n = torch.arange(n_pad, device=device)                   # (N,)
         self.min = torch.finfo(dtype).min
         # on the CPU, the real nodes' parents and depths as lists, for `greedy_accept`'s walk
-        # (level order: every parent before its children)
-        par = parent[:N].tolist()
-        self.host = ((par, tree.depth.tolist(), N)
-                     if torch.device(device).type == "cpu" and all(p < i for i, p in
-                                                                  enumerate(par) if i) else None)
+        par, on_cpu = parent[:N].tolist(), torch.device(device).type == "cpu"
+        self.host = (par, tree.depth.tolist(), N) if on_cpu and _level_order(par) else None
         # (N, N) the tree's own columns of the bias: 0 where a node sees a node, else min
         self.block = torch.zeros(n_pad, n_pad, dtype=dtype).masked_fill_(~mask, self.min).to(device)
         self._last = None  # (bias (N, S), n): the last bias built for a host n (`__call__`)
@@ -544,6 +639,7 @@ def accept_tensors(
     order = torch.where(mask[rows, deepest], ar, N).sort(-1).values
     return order, best[rows, deepest], depth[rows, deepest]
 
+# %% ../nbs/07_engine.ipynb #079c21ees1
 def _accept_host(host:tuple, # `TreeInputs.host`: the real nodes' parents, depths, and their count
                  tokens:list, best:list, # each node's token; the target's token after each node
                 ) -> tuple[list[int], int]:
@@ -604,7 +700,7 @@ class HFForward:
         feats = torch.cat([out.hidden_states[l] for l in layers], -1) if layers else None
         return (logits.argmax(-1) if argmax else logits), feats
 
-
+# %% ../nbs/07_engine.ipynb #a849b76fs1
 ENGINES = ("auto", "native", "hf")
 
 def allow_recompiles(n:int=64) -> None:
@@ -614,6 +710,7 @@ def allow_recompiles(n:int=64) -> None:
     lim = "recompile_limit" if hasattr(cfg, "recompile_limit") else "cache_size_limit"
     setattr(cfg, lim, max(getattr(cfg, lim), n))
 
+# %% ../nbs/07_engine.ipynb #a849b76fs2
 def make_forward(
     model, engine:str="auto", # "native", "hf", or "auto" (native where the architecture has one)
     compile:bool=False, # torch.compile the forward (see above)

@@ -297,13 +297,8 @@ def quant_method(model) -> str|None:
     "The method `quantize_target` applied to `model`, or None."
     return getattr(model, "flashspec_quant", None)
 
-def quantize_target(model, # a causal LM flashspec supports; modified in place
-                    method:str="int8-rowwise", # one of `QUANT_METHODS`
-                    # measure batch invariance (`batch_gap`) before and after, warn if lost
-                    check:bool=True,
-                   ):
-    """Quantize the decoder layers' linear weights of `model` to INT8 or INT4 **in place** and
-    return it; embeddings and norms keep their dtype, the head too but with `int8-weight-head`."""
+def _quantizable_layers(model, method:str) -> nn.Module:
+    "The decoder layers of `model`, once `method` is known to fit it (device, dtype, shapes)."
     check_supported(model)
     if method not in QUANT_METHODS:
         raise ValueError(
@@ -325,7 +320,10 @@ def quantize_target(model, # a causal LM flashspec supports; modified in place
     if method.startswith("int8-weight"):  # the head's inputs are the layers' (the hidden size)
         _refuse_shapes(layers, lambda k, n: Int8WeightLinear.fits(k),
                        f"{method} needs in_features divisible by {INT8_GROUP}")
-    floor = batch_gap(model) if check else None  # the float model's own noise
+    return layers
+
+def _swap_method(model, layers:nn.Module, method:str) -> None:
+    "Replace the linear layers of `layers` (and the head of `model` where asked) by `method`'s."
     with quiet_imports():
         if method == "int8-rowwise": _swap_linears(layers, Int8Linear)
         elif method == "bnb-int8": _swap_linears(layers, _bnb_linear)
@@ -344,8 +342,9 @@ def quantize_target(model, # a causal LM flashspec supports; modified in place
                 if method == "torchao-int8-dynamic"
                 else Int8WeightOnlyConfig())
             quantize_(layers, cfg)
-    if method in ACTIVATION_QUANT: model.set_attn_implementation("batch_invariant")
-    model.flashspec_quant = method
+
+def _note_batch_gap(model, method:str, floor:float|None, check:bool) -> None:
+    "Record on `model` its batch gap before and after where `check`; warn where it grew past noise."
     model.flashspec_batch_gap = (
         None if floor is None else dict(float=floor, quantized=batch_gap(model)))
     model.flashspec_batch_invariant = None  # not checked
@@ -359,7 +358,21 @@ def quantize_target(model, # a causal LM flashspec supports; modified in place
                 f" {floor:.2g}). Speculative decoding's greedy output may differ from this"
                 " quantized target's own one-token-at-a-time output; the quant notebook explains"
                 " why.",
-                stacklevel=2)
+                stacklevel=3)  # the line that called `quantize_target`
+
+def quantize_target(model, # a causal LM flashspec supports; modified in place
+                    method:str="int8-rowwise", # one of `QUANT_METHODS`
+                    # measure batch invariance (`batch_gap`) before and after, warn if lost
+                    check:bool=True,
+                   ):
+    """Quantize the decoder layers' linear weights of `model` to INT8 or INT4 **in place** and
+    return it; embeddings and norms keep their dtype, the head too but with `int8-weight-head`."""
+    layers = _quantizable_layers(model, method)
+    floor = batch_gap(model) if check else None  # the float model's own noise
+    _swap_method(model, layers, method)
+    if method in ACTIVATION_QUANT: model.set_attn_implementation("batch_invariant")
+    model.flashspec_quant = method
+    _note_batch_gap(model, method, floor, check)
     return model
 
 def weight_bytes(model) -> int:

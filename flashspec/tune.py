@@ -31,6 +31,49 @@ def _costs_ok(e, most:int=COST_SIZES) -> bool:
     return (isinstance(e, dict) and cost_table(e.get("verify"), 1, most) is not None
             and cost_table(e.get("round"), 0, most, free=True) is not None)
 
+def _cached_costs(path:Path, key:str, refresh:bool, most:int) -> dict|None:
+    "The entry under `key` in `path` where it reads (else None, with a warning) and not `refresh`."
+    got = read_book(path).get(key)
+    if got is None or refresh: return None
+    if _costs_ok(got, most): return got
+    # else: unreadable, measured again
+    warnings.warn(f"{path}: the entry for this target and machine is unreadable ({key});"
+                  " measured again.")
+    return None
+
+def _round_costs(target, draft, depths, pairs:int, engine:str, compile:bool, step) -> dict:
+    "`{depth: ms}`: a drafting round's cost beyond the target's forwards, per chain depth."
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, target.config.vocab_size, (64,), generator=g)
+    # s of a run beyond prefill and forwards
+    rest = lambda st: st.total_s - st.prefill_s - st.forward_s
+    rnd = {}
+    for d in depths:
+        dr = as_drafter(draft if d else None, TreeConfig(d, 1) if d else None, target)
+        speculate(target, dr, ids, 4, engine=engine, compile=compile)          # warm-up
+        ms = []
+        for _ in range(pairs):
+            a = speculate(target, dr, ids, 8, engine=engine, compile=compile, eos_token_id=[])[1]
+            b = speculate(target, dr, ids, 40, engine=engine, compile=compile, eos_token_id=[])[1]
+            # the difference of two runs leaves out the first round (a feature drafter takes in
+            # the whole prompt there)
+            ms.append(1000 * (rest(b) - rest(a)) / max(b.target_forwards - a.target_forwards, 1))
+        rnd[d] = max(statistics.median(ms), 0.0)
+        step()
+    return rnd
+
+def _keep_costs(path:Path, key:str, verify:dict, rnd:dict, busy:float,
+                max_other_load:float|None) -> dict:
+    "The measured costs, cached under `key` unless other processes kept too many cores busy."
+    if max_other_load is not None and busy > max_other_load:
+        # another job shared the cores: cached, these timings would mislead every later run
+        warnings.warn(
+            f"Other processes kept {busy:.1f} cores busy while flashspec measured the tree's costs:"
+            f" they are used for this run but not cached in {path}. Measure with the machine idle.")
+        return dict(verify=verify, round=rnd)
+    # read again and merged under a lock: another process's entries written meanwhile are kept
+    return dict(update_book(path, key, dict(verify=verify, round=rnd))[key], round=rnd)
+
 @torch.no_grad()
 def tree_costs(
     target, draft, # the target, and the draft `generate` takes (model, network or `Drafter` class)
@@ -58,12 +101,8 @@ def tree_costs(
             target, draft, sizes, depths, engine, compile, refresh, path, max_other_load, rounds,
             repeats, pairs, progress)["round"]
         key += f"|prefix={prefix}"
-    got = read_book(path).get(key)
-    if got is not None and not refresh:
-        if _costs_ok(got, max(COST_SIZES, *sizes, *depths)):  # else: unreadable, measured again
-            return got if base else dict(got, round=rnd)  # today's base rounds
-        warnings.warn(f"{path}: the entry for this target and machine is unreadable ({key});"
-                      " measured again.")
+    got = _cached_costs(path, key, refresh, max(COST_SIZES, *sizes, *depths))
+    if got is not None: return got if base else dict(got, round=rnd)  # today's base rounds
     check = other_load if max_other_load is not None else (lambda: None)
     busy = [check()]  # before, and after (below)
     bar = tqdm(
@@ -75,33 +114,10 @@ def tree_costs(
         target, sizes, rounds, repeats, engine, compile, step=bar.update, argmax=True,
         prefix=prefix)
     verify = {n: statistics.median(t) for n, t in times.items()}  # each size's median pass
-    g = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, target.config.vocab_size, (64,), generator=g)
-    # s of a run beyond prefill and forwards
-    rest = lambda st: st.total_s - st.prefill_s - st.forward_s
-    if base: rnd = {}
-    for d in depths if base else ():
-        dr = as_drafter(draft if d else None, TreeConfig(d, 1) if d else None, target)
-        speculate(target, dr, ids, 4, engine=engine, compile=compile)          # warm-up
-        ms = []
-        for _ in range(pairs):
-            a = speculate(target, dr, ids, 8, engine=engine, compile=compile, eos_token_id=[])[1]
-            b = speculate(target, dr, ids, 40, engine=engine, compile=compile, eos_token_id=[])[1]
-            # the difference of two runs leaves out the first round (a feature drafter takes in
-            # the whole prompt there)
-            ms.append(1000 * (rest(b) - rest(a)) / max(b.target_forwards - a.target_forwards, 1))
-        rnd[d] = max(statistics.median(ms), 0.0)
-        bar.update()
+    if base: rnd = _round_costs(target, draft, depths, pairs, engine, compile, bar.update)
     bar.close()
     busy = max(x or 0.0 for x in busy + [check()])
-    if max_other_load is not None and busy > max_other_load:
-        # another job shared the cores: cached, these timings would mislead every later run
-        warnings.warn(
-            f"Other processes kept {busy:.1f} cores busy while flashspec measured the tree's costs:"
-            f" they are used for this run but not cached in {path}. Measure with the machine idle.")
-        return dict(verify=verify, round=rnd)
-    # read again and merged under a lock: another process's entries written meanwhile are kept
-    return dict(update_book(path, key, dict(verify=verify, round=rnd))[key], round=rnd)
+    return _keep_costs(path, key, verify, rnd, busy, max_other_load)
 
 def costs_at(target, draft, # as `tree_costs`
              context:int, # tokens before the rounds: the prompt and the answer so far

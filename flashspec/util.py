@@ -16,13 +16,14 @@ import tempfile
 import time
 import torch
 import warnings
+import weakref
 from pathlib import Path
 from torch import nn
 
 # %% auto #0
 __all__ = ['quiet_imports', 'quiet_hf', 'cache_dir', 'temporary_prefix', 'stale_temporaries', 'atomic_write', 'read_weights',
-           'file_lock', 'read_book', 'update_book', 'cpuinfo', 'hardware', 'cpu_id', 'median_ms', 'other_load',
-           'interp', 'param_hashes', 'target_fingerprint']
+           'file_lock', 'read_book', 'update_book', 'kept', 'forget', 'cpuinfo', 'hardware', 'cpu_id', 'median_ms',
+           'other_load', 'interp', 'param_hashes', 'target_fingerprint']
 
 # %% ../nbs/00_util.ipynb #a1f0c2d4s2
 @contextlib.contextmanager
@@ -155,6 +156,20 @@ def update_book(path:str|Path, key:str, value) -> dict:
         book = read_book(path); book[key] = value
         atomic_write(path, lambda t: Path(t).write_text(json.dumps(book, indent=1)))
     return book
+
+# %% ../nbs/00_util.ipynb #00_utikp1
+_KEPT = weakref.WeakKeyDictionary()  # object -> {name: dict}, gone with the object
+
+def kept(obj, # any object that takes a weak reference: a module, a tensor
+         name:str, # whose record: "matmul", "int8", "budgets", ...
+        ) -> dict:
+    """flashspec's record `name` about `obj`: one dict, made empty on first use and kept while
+    `obj` lives (a weak key), not stored on `obj`; `{}` anew after `forget(obj)`."""
+    return _KEPT.setdefault(obj, {}).setdefault(name, {})
+
+def forget(obj) -> None:
+    "Drop every record kept about `obj` (its measurements are measured again on next use)."
+    _KEPT.pop(obj, None)
 
 # %% ../nbs/00_util.ipynb #a1f0c2d6
 def cpuinfo(path:str="/proc/cpuinfo") -> dict:

@@ -77,9 +77,8 @@ def add_bench(sub):
     b.set_defaults(fn=cmd_bench)
     return b
 
-def cmd_bench(args):
-    """`flashspec bench`: run the benchmark from parsed options, write the results JSON and print
-    the tables."""
+def _check_outputs(args) -> None:
+    "Refuse a count below 1 or an output in no folder, before the models load."
     for k in ("limit", "repeats"):  # before the models load and the costs are measured
         v = getattr(args, k)
         if v is not None and v < 1: raise ValueError(f"--{k} must be >= 1, got {v}.")
@@ -87,13 +86,17 @@ def cmd_bench(args):
         f = getattr(args, k)
         if f is not None and not Path(f).resolve().parent.is_dir():
             raise FileNotFoundError(f"--{k} {f}: no folder {Path(f).resolve().parent}.")
-    s = Sampling(args.temperature, args.top_k, args.top_p)  # a bad one refused before models load
-    # read before the models load: a bad file fails at once
+
+def _bench_prompts(args) -> list:
+    "The questions the options ask for, read before the models load: a bad file fails at once."
     path = args.prompts or data_file(SPECBENCH)
     prompts = read_prompts(path, categories=args.categories, limit=args.limit)
     if args.first_turns: prompts = [dict(q, turns=q["turns"][:1]) for q in prompts]
     say_read(path, f"{len(prompts)} questions")
-    target, tok, draft = load_models(args)
+    return prompts
+
+def _bench_meta(args, tok, draft, prompts) -> dict:
+    "What the results JSON records of the run: machine, models, tree, template, engine."
     meta = dict(
         hardware=hardware(args.device), dtype=args.dtype,
         model=args.target or "SmolLM2-135M-Instruct (embedded)", draft=args.draft_name,
@@ -108,6 +111,10 @@ def cmd_bench(args):
     meta.update(
         engine=args.engine, compile=args.compile, pad_nodes=getattr(args, "pad_nodes", None) or None
     )
+    return meta
+
+def _bench_drafting(args, target, meta:dict) -> tuple:
+    "`(store, gate, adaptive)` the methods draft with, each recorded in `meta`, and its `label`."
     if getattr(args, "answer_store", None) and not set(MERGED) & set(args.methods):
         raise ValueError(
             "--answer-store is merged into the trees of " + " and ".join(MERGED)
@@ -125,6 +132,10 @@ def cmd_bench(args):
     quant = f", {meta['quantize']}" if meta["quantize"] else ""
     meta["label"] = (f"{meta['model']}, {args.dtype}{quant}, draft: {meta['draft']}, "
                      f"{meta['hardware']}, {datetime.date.today()}")
+    return store, gate, adaptive
+
+def _fused_tree(args, target, draft, meta:dict):
+    "The fused methods' own tree (`--fused-tree`) or None; model methods refused under `--lookup`."
     needs_model = ("flashspec", "hf-assisted", *ADAPTIVE, "flashspec-merged", *FUSED[1:])
     if isinstance(draft, PromptLookupDrafter) and any(m in needs_model for m in args.methods):
         raise ValueError(
@@ -133,13 +144,10 @@ def cmd_bench(args):
     if getattr(args, "fused_tree", False) and set(FUSED[1:]) & set(args.methods):
         ft = fused_auto_tree(target, draft)[0]
         meta["fused_tree"] = dict(name="the fused round's measured tree", paths=ft.index_paths())
-    journal = Path(args.journal or args.out + ".journal.jsonl")
-    if journal.exists(): print(f"resuming from {journal}", file=sys.stderr)
-    res = bench(
-        target, tok, draft, prompts, args.methods, args.max_new_tokens, s, args.tree, args.repeats,
-        meta=meta, min_prob=args.min_prob, journal=journal, engine=args.engine,
-        compile=args.compile, adaptive=adaptive, pad_nodes=getattr(args, "pad_nodes", None),
-        store=store, gate=gate, fused_tree=ft, exact_fused=getattr(args, "exact_fused", False))
+    return ft
+
+def _bench_report(args, res:dict, meta:dict, journal:Path) -> None:
+    "Write the results JSON (the journal then removed), print the tables, save the plots and pages."
     atomic_write(args.out, lambda tmp: Path(tmp).write_text(json.dumps(res, indent=1)))
     journal.unlink()
     print(meta["label"]); print(table(res))
@@ -155,4 +163,23 @@ def cmd_bench(args):
         monitor_html(summary, f"flashspec monitor: {m}, {meta['label']}", page)
         print(f"monitor report: {page}")
     print(f"results written to {args.out}")
+
+def cmd_bench(args):
+    """`flashspec bench`: run the benchmark from parsed options, write the results JSON and print
+    the tables."""
+    _check_outputs(args)
+    s = Sampling(args.temperature, args.top_k, args.top_p)  # a bad one refused before models load
+    prompts = _bench_prompts(args)
+    target, tok, draft = load_models(args)
+    meta = _bench_meta(args, tok, draft, prompts)
+    store, gate, adaptive = _bench_drafting(args, target, meta)
+    ft = _fused_tree(args, target, draft, meta)
+    journal = Path(args.journal or args.out + ".journal.jsonl")
+    if journal.exists(): print(f"resuming from {journal}", file=sys.stderr)
+    res = bench(
+        target, tok, draft, prompts, args.methods, args.max_new_tokens, s, args.tree, args.repeats,
+        meta=meta, min_prob=args.min_prob, journal=journal, engine=args.engine,
+        compile=args.compile, adaptive=adaptive, pad_nodes=getattr(args, "pad_nodes", None),
+        store=store, gate=gate, fused_tree=ft, exact_fused=getattr(args, "exact_fused", False))
+    _bench_report(args, res, meta, journal)
     return 0

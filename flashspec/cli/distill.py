@@ -218,56 +218,51 @@ def _held_out(n:int) -> int:
     "`--held-out` unset: 200 conversations, or a tenth of them where there are under 2,000."
     return min(200, n // 10)
 
-def cmd_distill_features(args):
-    """`flashspec distill --features CACHE`: a feature drafter (`--design eagle3`, the cache made
-    first if needed), or a slice on the same rows."""
-    import numpy as np
+# %% ../../nbs/15b_distill_cli.ipynb #15b_feat1
+def _cache_finished(feats:Path) -> bool:
+    "Whether the feature cache in `feats` holds every row it was planned with."
+    return (feats/"progress.json").exists() and (
+        FeatureData(feats).meta["rows"] == len(FeatureData(feats)))
 
-    feats = Path(args.features or Path(args.out)/"features")
-    def prepare():  # rank 0's (several processes: the others wait, then read the cache)
-        done = (feats/"progress.json").exists() and (
-            FeatureData(feats).meta["rows"] == len(FeatureData(feats)))
-        # a finished cache named by --features is used as it is, unless conversations are asked
-        # for; else its answers and it are checked to be this run's (refused if not) and made or
-        # finished
-        if not done or not args.features or args.n_prompts is not None or args.cap:
-            kd = _kd_file(args)
-            rows = _feature_rows(args, kd)
-            if args.held_out is None: args.held_out = _held_out(len(rows))
-            if args.held_out and not args.features_only and args.held_out >= len(rows):
-                raise ValueError(  # before the pass, not after it
-                    f"Holding out {args.held_out} of {len(rows)} conversations (--held-out) leaves"
-                    " none to train on: hold out fewer, or take more (--n-prompts).")
-            # features and top-k from a bf16 pass (3x faster on the CPU), on --device
-            t16, tok = load_target(args.target, dtype="bfloat16", device=args.device)
-            extract_features(t16, tok, kd, feats, rows=rows, k=args.topk_features)
-            del t16
-        if getattr(args, "features_only", False): print(f"feature cache ready: {feats}")
-        return args.held_out
-    args.held_out = _rank0(prepare, args.device)
-    if getattr(args, "features_only", False): return 0
-    # the draft trains where it lives
-    target, tok = load_target(args.target, dtype="float32", device=args.device)
-    data = FeatureData(feats)
+def _cache_to_make(args, feats:Path) -> bool:
+    "Whether the cache is checked against this run and made or finished: not if used as it is."
+    # a finished cache named by --features is used as it is, unless conversations are asked for;
+    # else its answers and it are checked to be this run's (refused if not) and made or finished
+    return bool(not _cache_finished(feats) or not args.features or args.n_prompts is not None
+                or args.cap)
+
+def _prepare_features(args, feats:Path):
+    "Rank 0's part of `cmd_distill_features`: the cache made or finished if need be; --held-out."
+    if _cache_to_make(args, feats):
+        kd = _kd_file(args)
+        rows = _feature_rows(args, kd)
+        if args.held_out is None: args.held_out = _held_out(len(rows))
+        if args.held_out and not args.features_only and args.held_out >= len(rows):
+            raise ValueError(  # before the pass, not after it
+                f"Holding out {args.held_out} of {len(rows)} conversations (--held-out) leaves"
+                " none to train on: hold out fewer, or take more (--n-prompts).")
+        # features and top-k from a bf16 pass (3x faster on the CPU), on --device
+        t16, tok = load_target(args.target, dtype="bfloat16", device=args.device)
+        extract_features(t16, tok, kd, feats, rows=rows, k=args.topk_features)
+        del t16
+    if getattr(args, "features_only", False): print(f"feature cache ready: {feats}")
+    return args.held_out
+
+# %% ../../nbs/15b_distill_cli.ipynb #15b_feat2
+def _split_features(args, data:FeatureData) -> tuple:
+    "(train, held-out) rows of the cache: --held-out of them kept out (none: `(data, None)`)."
     if args.held_out is None: args.held_out = _held_out(len(data))
     train, held = data.split(args.held_out) if args.held_out else (data, None)
     if args.init: _check_held_out(args.init, held)
-    vocab = (cache_vocab(train, args.draft_vocab, always=sorted(eos_ids(target)))
-             # a fine-tuned drafter keeps its own vocabulary
-             if args.draft_vocab and not args.init else None)
+    return train, held
+
+def _feature_options(args, tok, vocab, held) -> dict:
+    "The options of training on features (either design), the weights' metadata among them."
     argv = getattr(args, "argv", None) or sys.argv[1:]
-    common = dict(
-        steps=args.steps,
-        batch_size=args.train_batch_size,
-        lr=args.lr,
-        warmup=args.warmup,
-        w_ce=args.w_ce,
-        w_kd=args.w_kd,
-        T=args.T,
-        vocab=vocab,
-        mixed_precision=args.mixed_precision,
-        seed=args.seed,
-        ckpt_every=args.ckpt_every,
+    return dict(
+        steps=args.steps, batch_size=args.train_batch_size, lr=args.lr, warmup=args.warmup,
+        w_ce=args.w_ce, w_kd=args.w_kd, T=args.T, vocab=vocab,
+        mixed_precision=args.mixed_precision, seed=args.seed, ckpt_every=args.ckpt_every,
         time_limit=_seconds(args.time_limit),
         meta=dict(
             command=" ".join(["flashspec"] + list(argv)),
@@ -275,49 +270,75 @@ def cmd_distill_features(args):
             chat_template=template_hash(tok),
             held_out=json.dumps(held.rows.tolist()) if held is not None else "",
             held_out_sha=held.tokens_sha() if held is not None else ""))
+
+# %% ../../nbs/15b_distill_cli.ipynb #15b_feat3
+def _report_features(args, fd, held, log:list):
+    "Rank 0's report, the weights saved: an eagle3 draft's held-out acceptance stored; the log."
+    if args.design == "eagle3" and held is not None:
+        # the table `auto_tree` reads: teacher-forced on rows like the training data, so
+        # optimistic for prompts unlike them (measure `chain_acceptance` on such prompts)
+        P = rank_acceptance(fd, held)
+        store_acceptance(Path(args.out)/"draft.safetensors", P)
+        print(f"held-out acceptance per draft step (top-1, {len(held)} conversations,"
+              f" teacher-forced; stored for auto_tree): {[round(r[0], 3) for r in P]}")
+    atomic_write(Path(args.out)/"log.json", lambda t: Path(t).write_text(json.dumps(log)))
+    print(f"target unchanged; trained {args.design} draft ->"
+          f" {Path(args.out)/'draft.safetensors'}")
+
+# %% ../../nbs/15b_distill_cli.ipynb #15b_feat4
+def cmd_distill_features(args):
+    """`flashspec distill --features CACHE`: a feature drafter (`--design eagle3`, the cache made
+    first if needed), or a slice on the same rows."""
+    feats = Path(args.features or Path(args.out)/"features")
+    # rank 0 prepares the cache (several processes: the others wait, then read it)
+    args.held_out = _rank0(lambda: _prepare_features(args, feats), args.device)
+    if getattr(args, "features_only", False): return 0
+    # the draft trains where it lives
+    target, tok = load_target(args.target, dtype="float32", device=args.device)
+    train, held = _split_features(args, FeatureData(feats))
+    vocab = (cache_vocab(train, args.draft_vocab, always=sorted(eos_ids(target)))
+             # a fine-tuned drafter keeps its own vocabulary
+             if args.draft_vocab and not args.init else None)
+    common = _feature_options(args, tok, vocab, held)
     if args.design == "eagle3":
         fd, log = train_feature_drafter(
             target, train, args.out, ttt_steps=args.ttt_steps, step_decay=args.step_decay,
             w_feat=args.w_feat, init=args.init, **common)
     else:
+        fd = None  # a slice: no acceptance table to store
         _, log = train_slice_on_features(
             target, train, args.out, args.design, args.layers, **common)
-    def report():  # rank 0's, the weights saved (`train_draft` returns after)
-        if args.design == "eagle3" and held is not None:
-            # the table `auto_tree` reads: teacher-forced on rows like the training data, so
-            # optimistic for prompts unlike them (measure `chain_acceptance` on such prompts)
-            P = rank_acceptance(fd, held)
-            store_acceptance(Path(args.out)/"draft.safetensors", P)
-            print(f"held-out acceptance per draft step (top-1, {len(held)} conversations,"
-                  f" teacher-forced; stored for auto_tree): {[round(r[0], 3) for r in P]}")
-        atomic_write(Path(args.out)/"log.json", lambda t: Path(t).write_text(json.dumps(log)))
-        print(f"target unchanged; trained {args.design} draft ->"
-              f" {Path(args.out)/'draft.safetensors'}")
-    _rank0(report, args.device)  # the other processes wait for it, then exit
+    # rank 0's, the weights saved (`train_draft` returns after); the others wait for it, then exit
+    _rank0(lambda: _report_features(args, fd, held, log), args.device)
     return 0
 
+# %% ../../nbs/15b_distill_cli.ipynb #15b_dist1
 def _design_defaults(args):
     """`--lr` left unset: 1e-3 for a feature drafter (its shipped run's), 3e-4 for a slice (whose
     layers start from the target's)."""
     if args.lr is None: args.lr = 1e-3 if args.design == "eagle3" else 3e-4
     return args
 
-def cmd_distill(args):
-    "`flashspec distill`: train a draft of the chosen design on the target's own answers."
-    _design_defaults(args)
-    check_numbers(args); check_device(args.device)  # before any data is read or made
-    # before any data is made: a feature cache can take an hour
+def _trains_on_features(args) -> bool:
+    "Whether `distill` trains on a feature cache: a feature drafter, or a slice with --features."
+    return bool(args.design == "eagle3" or args.features)
+
+def _check_design_options(args):
+    "Refuse another design's options before any data is made (a feature cache can take an hour)."
     if args.init and args.design != "eagle3":
         raise SystemExit("--init fine-tunes a feature drafter: use it with --design eagle3.")
-    if args.data and (args.design == "eagle3" or args.features):
+    if args.data and _trains_on_features(args):
         raise SystemExit(
             "--data names distill-data folders for a sliced draft; a feature drafter reads an"
             " answers file: --kd DIR/answers.npz (distill-data writes it).")
-    if args.design == "eagle3" or args.features: return cmd_distill_features(args)
-    if args.cap:
+    if args.cap and not _trains_on_features(args):
         raise SystemExit(
             "--cap selects a feature cache's conversations: use it with --design eagle3 or"
             " --features.")
+
+# %% ../../nbs/15b_distill_cli.ipynb #15b_dist2
+def _slice_data(args) -> tuple:
+    "(folders, rows) a slice trains on: --data's, else OUT/answers (and text) made or resumed."
     data = [Path(d) for d in args.data] if args.data else [Path(args.out)/"answers"]
     if not args.data:
         # made, resumed or checked to match these settings (refused if other settings made it);
@@ -331,9 +352,11 @@ def cmd_distill(args):
             f"{' '.join(map(str, data))}: no cached top-k logits (answers made for --design eagle3,"
             " or with --topk 0), which a slice's KD term and --draft-vocab read: make its data in"
             " another --out, or pass --w-kd 0 --draft-vocab 0.")
-    # fp32 masters; bf16 autocast if asked
-    target, tok = load_target(args.target, dtype="float32", device=args.device)
-    before = param_hashes(target)
+    return data, ds
+
+# %% ../../nbs/15b_distill_cli.ipynb #15b_dist3
+def _train_slice(args, target, tok, data:list, ds) -> list:
+    "A draft of `target` of the chosen design trained on the rows `ds` (from `data`); its log."
     draft = make_draft(target, args.design, args.layers)
     argv = getattr(args, "argv", None) or sys.argv[1:]
     meta = dict(
@@ -345,25 +368,42 @@ def cmd_distill(args):
         frequent_tokens(ds, args.draft_vocab, always=sorted(eos_ids(target)))
         if args.draft_vocab
         else None)
-    log = train_draft(
+    return train_draft(
         draft, ds, args.out, steps=args.steps, batch_size=args.train_batch_size, lr=args.lr,
         warmup=args.warmup, w_ce=args.w_ce, w_kd=args.w_kd, T=args.T, ckpt_every=args.ckpt_every,
         seed=args.seed, mixed_precision=args.mixed_precision, meta=meta, vocab=vocab,
         time_limit=_seconds(args.time_limit), settings=dict(design=args.design, n_base=args.layers))
+
+def _report_slice(args, log:list, n_hashes:int):
+    "Rank 0's report, the weights saved: the log written, the loss of each tenth of the run."
+    atomic_write(Path(args.out)/"log.json", lambda t: Path(t).write_text(json.dumps(log)))
+    k = max(1, len(log) // 10)
+    tenths = [log[i:i + k] for i in range(0, len(log), k)]
+    print(
+        "loss, mean of each tenth of the run: "
+        + " ".join(f"{sum(r['loss'] for r in t) / len(t):.2f}" for t in tenths))
+    print(f"target unchanged ({n_hashes} parameter and buffer hashes equal); "
+          f"trained draft -> {Path(args.out)/'draft.safetensors'}")
+
+# %% ../../nbs/15b_distill_cli.ipynb #15b_dist4
+def cmd_distill(args):
+    "`flashspec distill`: train a draft of the chosen design on the target's own answers."
+    _design_defaults(args)
+    check_numbers(args); check_device(args.device)  # before any data is read or made
+    _check_design_options(args)  # before any data is made: a feature cache can take an hour
+    if _trains_on_features(args): return cmd_distill_features(args)
+    data, ds = _slice_data(args)
+    # fp32 masters; bf16 autocast if asked
+    target, tok = load_target(args.target, dtype="float32", device=args.device)
+    before = param_hashes(target)
+    log = _train_slice(args, target, tok, data, ds)
     if param_hashes(target) != before:
         raise RuntimeError("Training changed the target's parameters.")
-    def report():  # rank 0's, the weights saved (`train_draft` returns after)
-        atomic_write(Path(args.out)/"log.json", lambda t: Path(t).write_text(json.dumps(log)))
-        k = max(1, len(log) // 10)
-        tenths = [log[i:i + k] for i in range(0, len(log), k)]
-        print(
-            "loss, mean of each tenth of the run: "
-            + " ".join(f"{sum(r['loss'] for r in t) / len(t):.2f}" for t in tenths))
-        print(f"target unchanged ({len(before)} parameter and buffer hashes equal); "
-              f"trained draft -> {Path(args.out)/'draft.safetensors'}")
-    _rank0(report, args.device)  # the other processes wait for it, then exit
+    # rank 0's, the weights saved (`train_draft` returns after); the others wait for it, then exit
+    _rank0(lambda: _report_slice(args, log, len(before)), args.device)
     return 0
 
+# %% ../../nbs/15b_distill_cli.ipynb #15b_add1
 _DISTILL_DATA = f"""Train a draft on its target's own answers. Which data a run uses: --design
 eagle3 (the default) reads the answers in --kd FILE; without it, for the embedded model (no
 --target, or the folder it was converted to), the shipped answers ({KD_ANSWERS} in the package's
@@ -377,15 +417,8 @@ size and time first and is refused if the disk cannot hold it. --design slice or
 distill-data folders (--data: their first --n-prompts conversations), else makes OUT/answers (the
 pool answered, with top-k logits) first."""
 
-def add_distill(subparsers):
-    "Register `distill-data` and `distill` on an argparse subparsers object."
-    p = subparsers.add_parser(
-        "distill-data", help="the target answers a prompt pool: sequence-level KD data")
-    _data_args(p); p.set_defaults(fn=cmd_distill_data)
-    p = subparsers.add_parser(
-        "distill", help="train a draft on the target's answers (makes the data if needed)",
-        description=_DISTILL_DATA)
-    _data_args(p)
+def _train_args(p):
+    "`distill`'s options of either design: its data, its design, the training run."
     p.add_argument(
         "--data", nargs="+",
         help="folders from distill-data (OUT/answers, OUT/text); default: make them in OUT")
@@ -426,6 +459,9 @@ def add_distill(subparsers):
         help=(
             "save a vocabulary subset with the draft: the N tokens the target ranks first most"
             " often in the data (0 = all; 8192, the default, is both shipped drafts' head)"))
+
+def _feature_args(p):
+    "`distill`'s options of a feature drafter and its cache, a group of their own in the help."
     g = p.add_argument_group("eagle3 (feature drafter)")
     g.add_argument(
         "--features",
@@ -463,4 +499,15 @@ def add_distill(subparsers):
     g.add_argument(
         "--init",
         help="a feature drafter's .safetensors to start from (fine-tune; its vocabulary is kept)")
+
+# %% ../../nbs/15b_distill_cli.ipynb #15b_add2
+def add_distill(subparsers):
+    "Register `distill-data` and `distill` on an argparse subparsers object."
+    p = subparsers.add_parser(
+        "distill-data", help="the target answers a prompt pool: sequence-level KD data")
+    _data_args(p); p.set_defaults(fn=cmd_distill_data)
+    p = subparsers.add_parser(
+        "distill", help="train a draft on the target's answers (makes the data if needed)",
+        description=_DISTILL_DATA)
+    _data_args(p); _train_args(p); _feature_args(p)
     p.set_defaults(fn=cmd_distill)

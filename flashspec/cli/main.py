@@ -7,15 +7,14 @@ from __future__ import annotations
 import argparse
 import datetime
 import sys
-from ..api import fused_by_default
+from ..api import decode_path, generate
 from ..bench import bench, table
 from .bench import add_bench
 from .distill import add_distill
 from .export import add_export
 from .options import adaptive_config, load_models, make_drafter, merge_gate, model_args
 from ..data import SPECBENCH, data_file, read_prompts, say_read
-from ..decode.fused import FUSED_CHAIN, fused_auto_tree, generate_fused
-from ..decode.loop import speculate
+from ..drafters.feature import FeatureDraft
 from ..kernel.build import kernel_status, rows_kernel
 from ..target import encode_chat
 from ..util import hardware
@@ -48,23 +47,17 @@ def cmd_generate(args):
         so_far.extend(new)
         text = tok.decode(so_far, skip_special_tokens=True)
         sys.stdout.write(text[len(printed):]); sys.stdout.flush(); printed = text
-    fused = fused_by_default(target, draft) if args.fused is None else args.fused
-    if fused:
-        if not hasattr(draft, "qkv"):
-            raise ValueError(f"--fused drafts with a feature drafter, not {args.draft_name}.")
-        # a chain is verified every round, matched or not: on a CPU, which pays for every node,
-        # measured slower (the fused round notebook)
-        chain = 0 if args.no_merge_lookup or target.device.type == "cpu" else FUSED_CHAIN
-        # the cost model's tree was priced for the eager loop: the fused round's own instead
-        tree = fused_auto_tree(target, draft)[0] if args.costs is not None else args.tree
-        out, st = generate_fused(
-            target, draft, ids, args.max_new_tokens, tree=tree, streamer=stream,
-            chain=chain, compile=args.compile, sampling=s, seed=args.seed)
-    else:
-        out, st = speculate(
-            target, make_drafter(draft, args), ids, args.max_new_tokens, sampling=s,
-            seed=args.seed, streamer=stream, engine=args.engine, compile=args.compile,
-            pad_nodes=args.pad_nodes)
+    if args.fused and not isinstance(draft, FeatureDraft):
+        raise ValueError(f"--fused drafts with a feature drafter, not {args.draft_name}.")
+    # the cost model's tree was priced for the eager loop: the fused round prices its own
+    path = decode_path(target, draft, fused=args.fused,
+                       tree=None if args.costs is not None else args.tree,
+                       merge=False if args.no_merge_lookup else None)
+    out, st = generate(
+        target, draft if path.fused else make_drafter(draft, args), ids, args.max_new_tokens,
+        sampling=s, seed=args.seed, streamer=stream, engine=args.engine, compile=args.compile,
+        pad_nodes=None if path.fused else args.pad_nodes, tree=path.tree if path.fused else None,
+        fused=path.fused, merge_lookup=path.chain > 0)
     sys.stdout.write("\n")
     acc = "n/a" if st.acceptance_rate is None else f"{st.acceptance_rate:.2f}"
     print(

@@ -78,9 +78,8 @@ def adaptive_config(args:argparse.Namespace) -> AdaptiveConfig|None:
         dynamic_width=not args.fixed_width, marginal_acceptance=args.marginal_acceptance,
         beam=args.beam)
 
-def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add the options that choose the target, the draft, the tree, the dtype, the device and a
-    quantization method to `p`."""
+def _draft_args(p:argparse.ArgumentParser) -> None:
+    "Add the options that choose the target and the draft (a model, lookup, merged stores)."
     p.add_argument(
         "--target",
         help="local HF checkpoint of the target (default: embedded SmolLM2-135M-Instruct)")
@@ -126,6 +125,9 @@ def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
             "also merge in the most frequent continuations of the target's own earlier answers (a"
             " `distill-data` file; with no file, the shipped answers of the embedded target); more"
             " tokens per forward, measured slower on a 2-core CPU"))
+
+def _tree_args(p:argparse.ArgumentParser) -> None:
+    "Add the fixed tree's options: its depth and width, the minimum probability, the padding."
     p.add_argument(
         "--depth",
         type=int,
@@ -147,7 +149,9 @@ def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
         help=(
             "run each tree at its own size (by default a tree is padded to a "
             "larger size whose forward was measured cheaper here, see `node_padding`)"))
-    adaptive_args(p)
+
+def _run_args(p:argparse.ArgumentParser) -> None:
+    "Add how the target runs: dtype, device, quantization, engine, compile, new tokens."
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     p.add_argument(
         "--device", default="cpu", help="where the target and draft run: cpu, cuda, cuda:1, ...")
@@ -171,6 +175,14 @@ def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
             " call the C kernel the eager forward uses and measured 3-7x slower, each new shape"
             " first compiling for seconds to a minute"))
     p.add_argument("--max-new-tokens", type=int, default=128)
+
+def model_args(p:argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the options that choose the target, the draft, the tree, the dtype, the device and a
+    quantization method to `p`."""
+    _draft_args(p)
+    _tree_args(p)
+    adaptive_args(p)
+    _run_args(p)
     return p
 
 def load_models(args:argparse.Namespace):

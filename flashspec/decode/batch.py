@@ -17,7 +17,8 @@ from .fused import (
 from .loop import (
     DecodeStats, as_drafter, check_int, check_request, check_room, check_sampling, count_round,
     end_round, eos_set, prefill_prompt, take_tokens)
-from ..drafters.base import Drafter
+from ..drafters.base import Drafter, TreeDrafter
+from ..drafters.feature import FeatureDraft
 from ..drafters.slice import check_compatible
 from ..engine import greedy_accept_batch, make_forward
 from ..kernel.layers import touching, weights_held
@@ -25,7 +26,7 @@ from ..kvcache import StaticKVCache, bucket_slots, commit, rows_view
 from ..target import check_supported, encode_chat
 from ..tree import (
     TreeConfig, batch_trees, compile_tree, expected_accepted, optimal_tree, tree_bias)
-from ..util import median_ms
+from ..util import kept, median_ms
 from ..verify import Sampling, probs, verify_sampling
 
 # %% auto #0
@@ -79,11 +80,12 @@ def drafter_factory(draft, target):
     # checked once here, then made as `generate` makes it
     if draft is None or isinstance(draft, torch.nn.Module):
         V = target.get_output_embeddings().out_features
-        if hasattr(draft, "drafter") and getattr(draft, "V", V) != V:  # a feature drafter
+        if isinstance(draft, FeatureDraft) and draft.V != V:
             raise ValueError(
                 f"Draft and target vocabularies differ: the target's head has {V} outputs, "
                 f"the draft's {draft.V}.")
-        if draft is not None and not hasattr(draft, "drafter"): check_compatible(target, draft)
+        if draft is not None and not isinstance(draft, FeatureDraft):
+            check_compatible(target, draft)
         return lambda tree: as_drafter(draft, tree, target)
     if callable(draft): return draft
     raise ValueError(f"Cannot make drafters from {type(draft).__name__}.")
@@ -206,6 +208,18 @@ class _Live:
     feats:list=field(default_factory=list)
     cap:object=None # the drafter's tree when it joined: the largest it may be given (budgets)
 
+# %% ../../nbs/10a_batch.ipynb #317df04bs1
+def _check_draft(drafter:Drafter, d, # the `Draft` it proposed
+                context:torch.Tensor): # (L,) the committed tokens it proposed from
+    """A drafter's proposal checked before the round's forward: no more nodes than its `max_nodes`,
+    rooted at the last committed token; anything else a `ValueError`."""
+    if d.tree.n_nodes > drafter.max_nodes:
+        raise ValueError(
+            f"{type(drafter).__name__} proposed {d.tree.n_nodes} nodes, over its max_nodes.")
+    if int(d.tokens[0]) != int(context[-1]):
+        raise ValueError("A draft tree's root must be the last committed token.")
+
+# %% ../../nbs/10a_batch.ipynb #317df04bs2
 class BatchDecoder:
     """B rows of one static cache decoded together: requests join a free row and leave at their own
     end."""
@@ -251,7 +265,7 @@ class BatchDecoder:
         parts = kept + ([new] if new is not None else [])
         # features at every committed position the new drafter needs
         pending = torch.cat(parts) if parts else None
-        cap = getattr(drafter, "tree", None)
+        cap = drafter.tree if isinstance(drafter, TreeDrafter) else None  # budgets: its largest
         drafter.start(ids, self.max_len)
         gen = torch.Generator().manual_seed(req.seed) if req.seed is not None else None
         st = DecodeStats()
@@ -264,7 +278,7 @@ class BatchDecoder:
     def _allot(self, live, budget, window, min_value):
         """Per-request budgets: each TreeDrafter's next tree from the round's node budget (see
         `allocate_nodes`)."""
-        rs = [self.rows[b] for b in live if hasattr(self.rows[b].drafter, "set_tree")]
+        rs = [self.rows[b] for b in live if isinstance(self.rows[b].drafter, TreeDrafter)]
         if not rs: return
         caps, width, depth = [], 1, 1  # padded: trees share the forward at the largest one's size
         for r in rs:  # the tree a drafter was made with bounds its share
@@ -276,30 +290,20 @@ class BatchDecoder:
             padded=True, min_value=min_value)
         for r, paths in zip(rs, trees): r.drafter.set_tree(paths)
 
-    @torch.no_grad()
-    def step(
-        # drafted nodes in the round, all rows (per-request budgets); None = own trees
-        self, budget:int|None=None,
-        window:int=8, streamer=None,
-        min_value:float=0.1, # budgets: nodes accepted with a smaller probability are not drafted
-    ) -> list[int]:
-        "One round over the live rows; returns the rows whose request finished."
-        live = self.live()
-        if not live: return []
-        if budget is not None: self._allot(live, budget, window, min_value)
+    def _propose(self, live) -> dict:
+        "Step 1: every live row's draft from its own drafter and context, `{row: Draft}`."
         drafts = {}
         for b in live:
             r, t0 = self.rows[b], time.perf_counter()
             d = r.drafter.propose(r.context, r.request.sampling, r.gen, hidden=r.pending)
-            if d.tree.n_nodes > r.drafter.max_nodes:
-                raise ValueError(
-                    f"{type(r.drafter).__name__} proposed {d.tree.n_nodes} nodes, over its"
-                    " max_nodes.")
-            if int(d.tokens[0]) != int(r.context[-1]):
-                raise ValueError("A draft tree's root must be the last committed token.")
+            _check_draft(r.drafter, d, r.context)
             drafts[b] = d; r.stats.draft_s += time.perf_counter() - t0
-        t1 = time.perf_counter()
-        # rows 0..hi-1 take part; free ones: root-only dummies
+        return drafts
+
+    def _forward(self, live, drafts):
+        """Steps 2-3: the trees padded into one `TreeBatch` (rows 0..hi-1; free ones root-only
+        dummies) and one target forward over them: `(trees, tokens (hi, T), logits (hi, T, V),
+        features (hi, T, F) or None, the cache of those rows, the trees' first slot)`."""
         hi = self.B if self.compiled else max(live) + 1
         dummy = compile_tree(())
         none = torch.zeros(1, dtype=torch.long)
@@ -315,9 +319,15 @@ class BatchDecoder:
         toks = tb.tokens.to(self.dev)
         slots = torch.arange(slot0, slot0 + T, device=self.dev)
         logits, feats = self.tree_fwd(cache, toks, pos.to(self.dev), slots, bias.to(self.dev),
-                                      self.layers)  # (hi, T, V), (hi, T, F) or None
-        t2 = time.perf_counter()
-        paths, bonus = [[] for _ in range(hi)], {}
+                                      self.layers)
+        return tb, toks, logits, feats, cache, slot0
+
+    def _accept(self, live, drafts, tb, toks, logits,
+                t2:float): # the forward's end (`time.perf_counter()`)
+        """Step 4: every live row's accepted path and bonus token, `(paths (one per row of `tb`,
+        [] for free rows), {row: bonus})`: the greedy rows at once, the sampled ones each with its
+        own generator."""
+        paths, bonus = [[] for _ in range(len(tb.tokens))], {}
         greedy = [b for b in live if self.rows[b].request.sampling.greedy]
         # every row's path and bonus at once (padding never accepted), one copy to the host
         if greedy:
@@ -334,13 +344,17 @@ class BatchDecoder:
             paths[b], bonus[b] = verify_sampling(
                 d.tree, d.tokens, p, d.q, r.drafter.proposal, r.gen)
             r.stats.accept_s += time.perf_counter() - ta
-        t3 = time.perf_counter()
-        commit(cache, slot0, paths)  # each row's path to its own end; free rows' paths are empty
-        t4, done = time.perf_counter(), []
+        return paths, bonus
+
+    def _end_rows(self, live, drafts, paths, bonus, feats, streamer,
+                  forward_s:float, commit_s:float) -> list[int]: # the round's shared work
+        """Step 5's tail for every live row (`end_round`: stats, EOS cut, context; the features of
+        its accepted nodes); returns the rows whose request finished."""
+        done = []
         for b in live:
             r = self.rows[b]
             # shared work: every live request waits for it
-            r.stats.forward_s += t2 - t1; r.stats.commit_s += t4 - t3
+            r.stats.forward_s += forward_s; r.stats.commit_s += commit_s
             if self.layers:
                 r.pending = feats[b, paths[b]]  # (k + 1, F): the root and the accepted nodes
                 if self.keep_features: r.feats.append(r.pending)
@@ -349,6 +363,28 @@ class BatchDecoder:
                 r.stats, r.drafter, drafts[b], paths[b], bonus[b], r.out, r.context,
                 r.request.max_new_tokens, r.eos, sink)
             if fin: done.append(b)
+        return done
+
+    @torch.no_grad()
+    def step(
+        # drafted nodes in the round, all rows (per-request budgets); None = own trees
+        self, budget:int|None=None,
+        window:int=8, streamer=None,
+        min_value:float=0.1, # budgets: nodes accepted with a smaller probability are not drafted
+    ) -> list[int]:
+        "One round over the live rows; returns the rows whose request finished."
+        live = self.live()
+        if not live: return []
+        if budget is not None: self._allot(live, budget, window, min_value)
+        drafts = self._propose(live)
+        t1 = time.perf_counter()
+        tb, toks, logits, feats, cache, slot0 = self._forward(live, drafts)
+        t2 = time.perf_counter()
+        paths, bonus = self._accept(live, drafts, tb, toks, logits, t2)
+        t3 = time.perf_counter()
+        commit(cache, slot0, paths)  # each row's path to its own end; free rows' paths are empty
+        t4 = time.perf_counter()
+        done = self._end_rows(live, drafts, paths, bonus, feats, streamer, t2 - t1, t4 - t3)
         self.rounds += 1
         return done
 
@@ -371,6 +407,7 @@ def as_request(req) -> Request:
     try: return Request(list(req))
     except TypeError: return Request(req)
 
+# %% ../../nbs/10a_batch.ipynb #3f0130bcs1
 def checked_request(target, req:Request) -> tuple[Request, torch.Tensor]:
     """`(req, its prompt ids (L,) int64)` with every field checked (`check_request`): a clear
     `ValueError` for a bad one; numbers of numpy's are kept as Python's (in a copy of `req`)."""
@@ -380,6 +417,136 @@ def checked_request(target, req:Request) -> tuple[Request, torch.Tensor]:
         req = replace(req, max_new_tokens=n, sampling=s, seed=seed)
     return req, ids
 
+# %% ../../nbs/10a_batch.ipynb #3f0130bcs3
+def _check_batch_options(batch_size, max_len, tree, admission, max_wait, category_acceptance):
+    """`generate_batch`'s options checked (as it names them): `(batch_size, max_len, max_wait,
+    category_acceptance)`, a bad one a `ValueError`."""
+    batch_size = check_int(batch_size, "batch_size", 1)
+    if max_len is not None: max_len = check_int(max_len, "max_len", 1)
+    if tree is not None and not isinstance(tree, TreeConfig):
+        raise ValueError(f"tree must be a TreeConfig or None, got {reprlib.repr(tree)}.")
+    if admission not in ADMISSIONS:
+        raise ValueError(f"admission must be one of {ADMISSIONS}, got {admission!r}.")
+    max_wait = check_int(max_wait, "max_wait", 0)
+    return batch_size, max_len, max_wait, check_category_acceptance(category_acceptance)
+
+# %% ../../nbs/10a_batch.ipynb #3f0130bcs4
+def _queue_requests(target, make, # `drafter_factory`'s `tree -> Drafter`
+                    requests:list, tree:TreeConfig|None, max_len:int|None) -> tuple[list, list]:
+    """`(results, queue)`: each request checked and given its drafter, the good ones queued as
+    `(index, request, ids, drafter)` in order, a bad one's `Result` (its error, no tokens) in
+    `results` (None for the queued)."""
+    results, queue = [None] * len(requests), []
+    for i, req in enumerate(requests):
+        req = as_request(req)
+        try:  # anything bad refused here with a `ValueError`, the request's alone
+            req, ids = checked_request(target, req)
+            if max_len is not None and len(ids) >= max_len:
+                raise ValueError(
+                    f"Prompt of {len(ids)} tokens does not fit in the cache ({max_len} slots per"
+                    " row).")
+            dr = make(req.tree or tree)
+            check_room(target, len(ids), req.max_new_tokens, dr.max_nodes, max_len)
+            queue.append((i, req, ids, dr))
+        except ValueError as e:
+            results[i] = Result(req, error=str(e))
+    return results, queue
+
+# %% ../../nbs/10a_batch.ipynb #3f0130bcs5
+def _feature_layers(queue:list) -> tuple:
+    "The target layers every queued drafter reads: one set, as one forward serves all."
+    layers = {tuple(dr.feature_layers) for *_, dr in queue}
+    if len(layers) > 1:
+        raise ValueError(
+            f"The drafters read different target layers {sorted(layers)}: one forward serves all.")
+    return layers.pop()
+
+# %% ../../nbs/10a_batch.ipynb #3f0130bcs6
+def _batch_slots(queue:list, max_len:int|None, compile:bool) -> int:
+    """Slots per row for the queued requests: a row's tree sits after the longest row's tokens, so
+    the longest request plus the largest tree, whichever rows (compiled: rounded up,
+    `bucket_slots`); a given `max_len` too small for that is a `ValueError`, before any work."""
+    longest = max(len(ids) + req.max_new_tokens for _, req, ids, _ in queue)
+    widest = max(dr.max_nodes for *_, dr in queue)
+    if max_len is None:
+        max_len = longest + widest
+        if compile: max_len = bucket_slots(max_len)  # compiled: few cache sizes, graphs reused
+    # each request fits alone, not all of them together
+    elif longest + widest > max_len:
+        raise ValueError(
+            f"max_len={max_len} is too small for this batch: its longest request needs {longest}"
+            f" slots and its largest tree {widest} more, after the longest row ({longest + widest}"
+            " in all).")
+    return max_len
+
+# %% ../../nbs/10a_batch.ipynb #3f0130bcs7
+def _row_budget(target, node_budget, B:int, engine:str) -> int|None:
+    """Drafted nodes per live row for `node_budget="auto"`: `padded_budget`, measured once per
+    model, batch size, engine and thread count and kept with the model; None for any other
+    (checked) `node_budget`."""
+    if node_budget == "auto":
+        memo = kept(target, "budgets")
+        key = (B, engine, torch.get_num_threads())
+        if key not in memo: memo[key] = padded_budget(target, B, engine=engine)
+        return memo[key]
+    if node_budget is not None and (not isinstance(node_budget, int) or node_budget < 0):
+        raise ValueError(f"node_budget must be None, 'auto' or an int >= 0, got {node_budget!r}.")
+    return None
+
+# %% ../../nbs/10a_batch.ipynb #3f0130bcs8
+class _Admission:
+    """Which waiting request takes a free row: the first (`"order"`), or `pick_request`'s
+    (`"acceptance"`) from each category's per-step acceptance so far here (before any of its
+    requests finished: `category_acceptance`'s, default 0.6)."""
+    def __init__(self, admission:str, category_acceptance:dict|None, max_wait:int,
+                 window:int, # rounds of a live row's history its acceptance is estimated from
+                 n:int): # requests, queued or not
+        self.in_order, self.prior = admission == "order", category_acceptance or {}
+        self.max_wait, self.window = max_wait, window
+        self.seen = {}  # category: (accepted, tried) steps of its finished requests
+        self.waited = [0] * n  # per request: admissions it was passed over in
+
+    def expected(self, req:Request) -> float:
+        "`req`'s expected per-step acceptance: its category's so far, else the prior."
+        a, t = self.seen.get(req.category, (0, 0))
+        return a / t if t else self.prior.get(req.category, 0.6)
+
+    def pick(self, queue:list, dec:BatchDecoder) -> tuple:
+        "The waiting `(index, request, ids, drafter)` that takes a free row of `dec`, popped."
+        k = 0 if self.in_order else pick_request(
+            [self.expected(q[1]) for q in queue],
+            [acceptance_estimate(dec.rows[l].stats, self.window) for l in dec.live()],
+            [self.waited[q[0]] for q in queue], self.max_wait)
+        picked = queue.pop(k)
+        for q in queue: self.waited[q[0]] += 1
+        return picked
+
+    def finished(self, r:_Live):
+        "A finished request's steps counted in its category's acceptance."
+        ok, tried = steps_tried(r.stats.accepted, r.stats.drafted_depth)
+        a, t = self.seen.get(r.request.category, (0, 0))
+        self.seen[r.request.category] = (a + ok, t + tried)
+
+# %% ../../nbs/10a_batch.ipynb #3f0130bcs10
+def _decode_queue(dec:BatchDecoder, queue:list, results:list, admission:_Admission,
+                  node_budget:int|None, # drafted nodes per round, all rows (None: own trees)
+                  per_row:int|None, # or this many per live row (`_row_budget`)
+                  window:int, min_value:float, streamer, t_start:float) -> list[Result]:
+    """The scheduler: until every queued request finished, waiting requests take the free rows
+    (`admission`'s pick), then one round over the live rows; each finished request's `Result` goes
+    to its place in `results`."""
+    while queue or dec.live():
+        for b in dec.free():  # waiting requests take the free rows
+            if not queue: break
+            dec.admit(b, *admission.pick(queue, dec))
+        budget = node_budget if per_row is None else per_row * len(dec.live())
+        for b in dec.step(budget, window, streamer, min_value):
+            r = dec.rows[b]
+            admission.finished(r)
+            results[r.index] = dec.finish(b, t_start)
+    return results
+
+# %% ../../nbs/10a_batch.ipynb #3f0130bcs11
 @torch.no_grad()
 @weights_held()  # the engine checks the weights at the first forward, not at every one
 def generate_batch(target, # the target causal LM
@@ -387,6 +554,7 @@ def generate_batch(target, # the target causal LM
                    # per request, in order)
                    draft=None,
                    requests:list=(), # `Request`s (or plain prompt id lists)
+                   *, # the options below by name only
                    # cache rows: requests decoding at once; the others wait for a free row
                    batch_size:int=8,
                    # the tree of requests that name none (with budgets: the largest one)
@@ -420,83 +588,23 @@ def generate_batch(target, # the target causal LM
     t_start = time.perf_counter()
     check_supported(target)
     streamer = touching(streamer)  # the caller's code: the weights are checked again after it
-    batch_size = check_int(batch_size, "batch_size", 1)
-    if max_len is not None: max_len = check_int(max_len, "max_len", 1)
-    if tree is not None and not isinstance(tree, TreeConfig):
-        raise ValueError(f"tree must be a TreeConfig or None, got {reprlib.repr(tree)}.")
-    if admission not in ADMISSIONS:
-        raise ValueError(f"admission must be one of {ADMISSIONS}, got {admission!r}.")
-    max_wait = check_int(max_wait, "max_wait", 0)
-    category_acceptance = check_category_acceptance(category_acceptance)
+    batch_size, max_len, max_wait, category_acceptance = _check_batch_options(
+        batch_size, max_len, tree, admission, max_wait, category_acceptance)
     make = drafter_factory(draft, target)
-    results, queue = [None] * len(requests), []
-    for i, req in enumerate(requests):
-        req = as_request(req)
-        try:  # anything bad refused here with a `ValueError`, the request's alone
-            req, ids = checked_request(target, req)
-            if max_len is not None and len(ids) >= max_len:
-                raise ValueError(
-                    f"Prompt of {len(ids)} tokens does not fit in the cache ({max_len} slots per"
-                    " row).")
-            dr = make(req.tree or tree)
-            check_room(target, len(ids), req.max_new_tokens, dr.max_nodes, max_len)
-            queue.append((i, req, ids, dr))
-        except ValueError as e:
-            results[i] = Result(req, error=str(e))
+    results, queue = _queue_requests(target, make, requests, tree, max_len)
     if not queue: return results
-    layers = {tuple(dr.feature_layers) for *_, dr in queue}
-    if len(layers) > 1:
-        raise ValueError(
-            f"The drafters read different target layers {sorted(layers)}: one forward serves all.")
-    # a row's tree sits after the longest row's tokens: the longest request plus the largest tree,
-    # whichever rows
-    longest, widest = max(len(ids) + req.max_new_tokens for _, req, ids, _ in queue), max(
-        dr.max_nodes for *_, dr in queue)
-    if max_len is None:
-        max_len = longest + widest
-        if compile: max_len = bucket_slots(max_len)  # compiled: few cache sizes, graphs reused
-    # each request fits alone, not all of them together: refused before any work
-    elif longest + widest > max_len:
-        raise ValueError(
-            f"max_len={max_len} is too small for this batch: its longest request needs {longest}"
-            f" slots and its largest tree {widest} more, after the longest row ({longest + widest}"
-            " in all).")
-    B, per_row = min(batch_size, len(queue)), None
-    if node_budget == "auto":  # measured once per model, batch size and engine, kept with the model
-        memo = target.__dict__.setdefault("_flashspec_budgets", {})
-        key = (B, engine, torch.get_num_threads())
-        if key not in memo: memo[key] = padded_budget(target, B, engine=engine)
-        per_row = memo[key]
-        # no drafted node pays at this batch size here: plain batched steps, no drafter work at all
-        if per_row == 0:
-            queue, layers = [(i, req, ids, Drafter()) for i, req, ids, _ in queue], {()}
-    elif node_budget is not None and (not isinstance(node_budget, int) or node_budget < 0):
-        raise ValueError(f"node_budget must be None, 'auto' or an int >= 0, got {node_budget!r}.")
+    layers = _feature_layers(queue)
+    max_len = _batch_slots(queue, max_len, compile)
+    B = min(batch_size, len(queue))
+    per_row = _row_budget(target, node_budget, B, engine)
+    # no drafted node pays at this batch size here: plain batched steps, no drafter work at all
+    if per_row == 0: queue, layers = [(i, req, ids, Drafter()) for i, req, ids, _ in queue], ()
     # compiled: every round's trees padded to the largest
     n_pad = max(dr.max_nodes for *_, dr in queue)
-    dec = BatchDecoder(target, B, max_len, engine, layers.pop(), compile=compile, n_pad=n_pad)
-    # "acceptance": each category's per-step acceptance so far here, [accepted, tried]
-    seen, waited = {}, [0] * len(requests)
-    def expected(req):
-        a, t = seen.get(req.category, (0, 0))
-        return a / t if t else (category_acceptance or {}).get(req.category, 0.6)
-    while queue or dec.live():
-        for b in dec.free():  # waiting requests take the free rows
-            if not queue: break
-            k = 0 if admission == "order" else pick_request(
-                [expected(q[1]) for q in queue],
-                [acceptance_estimate(dec.rows[l].stats, budget_window) for l in dec.live()],
-                [waited[q[0]] for q in queue], max_wait)
-            i, req, ids, dr = queue.pop(k)
-            for q in queue: waited[q[0]] += 1
-            dec.admit(b, i, req, ids, dr)
-        budget = node_budget if per_row is None else per_row * len(dec.live())
-        for b in dec.step(budget, budget_window, streamer, budget_min_value):
-            i, st, cat = dec.rows[b].index, dec.rows[b].stats, dec.rows[b].request.category
-            ok, tried = steps_tried(st.accepted, st.drafted_depth)
-            a, t = seen.get(cat, (0, 0)); seen[cat] = (a + ok, t + tried)
-            results[i] = dec.finish(b, t_start)
-    return results
+    dec = BatchDecoder(target, B, max_len, engine, layers, compile=compile, n_pad=n_pad)
+    pick = _Admission(admission, category_acceptance, max_wait, budget_window, len(requests))
+    return _decode_queue(dec, queue, results, pick, node_budget, per_row, budget_window,
+                         budget_min_value, streamer, t_start)
 
 # %% ../../nbs/10a_batch.ipynb #fb000002
 @dataclass
@@ -505,6 +613,102 @@ class _FusedLive:
     index:int; request:Request; context:list; eos:set; stats:DecodeStats; t0:float; first:int
     out:list=field(default_factory=list)
 
+    def take(self, got:tuple, # the row's `(new tokens, accepted path)` from the round
+             t, # the round's tree (`fused_tree`'s)
+             dt:float, # the whole round's seconds, all rows: shared
+             streamer) -> bool:
+        "The round's tokens of this row counted, streamed, cut at EOS or the length: finished?"
+        new, path = got
+        self.stats.forward_s += dt; count_round(self.stats, t, path)
+        sink = None if streamer is None else (lambda new, i=self.index: streamer(i, new))
+        new, done = take_tokens(new, self.out, self.request.max_new_tokens, self.eos, sink)
+        self.context += new
+        return done
+
+    def result(self, b:int, last:int, # its row and its last round
+               t_start:float) -> Result: # the batch's start (`time.perf_counter()`)
+        "The finished request as a `Result`."
+        now = time.perf_counter()
+        self.stats.new_tokens, self.stats.total_s = len(self.out), now - self.t0
+        return Result(self.request, self.out, self.stats, row=b, rounds=(self.first, last),
+                      latency_s=now - t_start)
+
+# %% ../../nbs/10a_batch.ipynb #fb000002s1
+def _fused_tree(target, fd, tree, chain:int, batch_size:int, requests:list) -> tuple:
+    """`generate_fused_batch`'s `(fd, tree)`, `tree` checked; `"auto"`: the fused round's measured
+    pick for the batch's rows (`fused_auto_tree`), without `fd` if plain rounds measured fastest."""
+    if tree is None or isinstance(tree, TreeConfig): return fd, tree
+    if not isinstance(tree, str) or tree != "auto":
+        raise ValueError(f"tree must be a TreeConfig, None or 'auto', not {reprlib.repr(tree)}.")
+    if fd is None: raise ValueError("tree='auto' picks a drafter's tree: give fd.")
+    # the round's rows (fewer if some requests are refused)
+    rows = max(1, min(batch_size, len(requests)))
+    tree = fused_auto_tree(target, fd, chain, batch_size=rows)[0]
+    if not tree.index_paths(): fd = None  # plain rounds measured fastest: no drafting
+    return fd, tree
+
+# %% ../../nbs/10a_batch.ipynb #fb000002s2
+def _queue_fused(target, requests:list, t, # the round's tree (`fused_tree`'s)
+                 fixed_nodes:int|None, max_len:int|None) -> tuple[list, list, Sampling|None]:
+    """`(results, queue, sampling)`: each request checked for the fused round (one sampling, the
+    first request's; one generator; 2 prompt tokens at least), the good ones queued as `(index,
+    request, ids, slots needed)` in order, a bad one's `Result` (its error) in `results`."""
+    results, queue, sampling = [None] * len(requests), [], None
+    for i, req in enumerate(requests):
+        req = as_request(req)
+        try:  # anything bad refused here with a `ValueError`, the request's alone
+            req, ids = checked_request(target, req)
+            sampling = sampling or req.sampling  # the batch's: the first request's
+            if req.sampling != sampling:
+                raise ValueError(f"The fused batch samples with one setting ({sampling}); use"
+                                 " generate_batch for requests of their own.")
+            if req.seed is not None:
+                raise ValueError("The fused batch draws from one generator (its `seed`); use"
+                                 " generate_batch for seeds of their own.")
+            if len(ids) < 2:
+                raise ValueError("The fused round needs a prompt of at least 2 tokens.")
+            need = check_room(
+                target, len(ids), req.max_new_tokens, round_nodes(t, fixed_nodes), max_len)
+            queue.append((i, req, ids, need))
+        except ValueError as e:
+            results[i] = Result(req, error=str(e))
+    return results, queue, sampling
+
+# %% ../../nbs/10a_batch.ipynb #fb000002s3
+def _start_fused(target, r, # the `FusedRound`
+                 b:int, queued:tuple, # a free row, and a queued `(index, request, ids, need)`
+                 rounds:int) -> _FusedLive: # rounds so far
+    "The queued request prefilled alone into free row `b` of `r`, live from the next round."
+    i, req, ids, _ = queued
+    t0 = time.perf_counter()
+    r.start(ids.to(r.ar_m.device), b)
+    x = _FusedLive(
+        i, req, ids.tolist(), eos_set(target, req.eos_token_id), DecodeStats(), t0, rounds)
+    x.stats.prefill_s = time.perf_counter() - t0
+    return x
+
+# %% ../../nbs/10a_batch.ipynb #fb000002s4
+def _decode_fused(target, r, t, # the `FusedRound` and its tree (`fused_tree`'s)
+                  queue:list, results:list, streamer, t_start:float) -> list[Result]:
+    """The fused batch's scheduler: waiting requests take the free rows in order, then one round of
+    `r`, all rows; each finished request's `Result` goes to its place in `results`."""
+    for b in range(r.B): r.stop(b)
+    rows, rounds = [None] * r.B, 0
+    while queue or any(x is not None for x in rows):
+        for b in range(r.B):  # waiting requests take the free rows
+            if rows[b] is not None or not queue: continue
+            rows[b] = _start_fused(target, r, b, queue.pop(0), rounds)
+        t0 = time.perf_counter()
+        got = r.step([None if x is None else x.context for x in rows])
+        dt = time.perf_counter() - t0  # the whole round, all rows: shared
+        for b, x in enumerate(rows):
+            if x is None or not x.take(got[b], t, dt, streamer): continue
+            results[x.index] = x.result(b, rounds, t_start)
+            r.stop(b); rows[b] = None
+        rounds += 1
+    return results
+
+# %% ../../nbs/10a_batch.ipynb #fb000002s5
 @torch.no_grad()
 def generate_fused_batch(target, # the target causal LM (a family with a native forward)
                          fd=None, # a `FeatureDraft`, or None (plain batched decoding, or chains)
@@ -532,71 +736,17 @@ def generate_fused_batch(target, # the target causal LM (a family with a native 
     t_start = time.perf_counter()
     batch_size, seed = check_int(batch_size, "batch_size", 1), check_sampling(None, seed)[1]
     if max_len is not None: max_len = check_int(max_len, "max_len", 1)
-    if tree is not None and not isinstance(tree, TreeConfig):
-        if not isinstance(tree, str) or tree != "auto":
-            raise ValueError(
-                f"tree must be a TreeConfig, None or 'auto', not {reprlib.repr(tree)}.")
-        if fd is None: raise ValueError("tree='auto' picks a drafter's tree: give fd.")
-        # the round's rows below (fewer if some requests are refused there)
-        rows = max(1, min(batch_size, len(requests)))
-        tree = fused_auto_tree(target, fd, chain, batch_size=rows)[0]
-        if not tree.index_paths(): fd = None  # plain rounds measured fastest: no drafting
+    fd, tree = _fused_tree(target, fd, tree, chain, batch_size, requests)
     paths = () if fd is None else (tree or TreeConfig()).index_paths()
     t = fused_tree(paths, chain)[0]
-    results, queue, sampling = [None] * len(requests), [], None
-    for i, req in enumerate(requests):
-        req = as_request(req)
-        try:  # anything bad refused here with a `ValueError`, the request's alone
-            req, ids = checked_request(target, req)
-            sampling = sampling or req.sampling  # the batch's: the first request's
-            if req.sampling != sampling:
-                raise ValueError(f"The fused batch samples with one setting ({sampling}); use"
-                                 " generate_batch for requests of their own.")
-            if req.seed is not None:
-                raise ValueError("The fused batch draws from one generator (its `seed`); use"
-                                 " generate_batch for seeds of their own.")
-            if len(ids) < 2:
-                raise ValueError("The fused round needs a prompt of at least 2 tokens.")
-            need = check_room(
-                target, len(ids), req.max_new_tokens, round_nodes(t, fixed_nodes), max_len)
-            queue.append((i, req, ids, need))
-        except ValueError as e:
-            results[i] = Result(req, error=str(e))
+    results, queue, sampling = _queue_fused(target, requests, t, fixed_nodes, max_len)
     if not queue: return results
     size = max_len or bucket_slots(max(q[3] for q in queue))
     r = kept_round(
         target, fd, tree, size, chain, graph, compile, min(batch_size, len(queue)), sampling,
         fixed_nodes, forward)
     seed_round(r, seed)
-    for b in range(r.B): r.stop(b)
-    rows, rounds, dev = [None] * r.B, 0, r.ar_m.device
-    while queue or any(x is not None for x in rows):
-        for b in range(r.B):  # waiting requests take the free rows
-            if rows[b] is not None or not queue: continue
-            i, req, ids, _ = queue.pop(0)
-            t0 = time.perf_counter()
-            r.start(ids.to(dev), b)
-            x = rows[b] = _FusedLive(
-                i, req, ids.tolist(), eos_set(target, req.eos_token_id), DecodeStats(), t0, rounds)
-            x.stats.prefill_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        got = r.step([None if x is None else x.context for x in rows])
-        dt = time.perf_counter() - t0  # the whole round, all rows: shared
-        for b, x in enumerate(rows):
-            if x is None: continue
-            new, path = got[b]
-            x.stats.forward_s += dt; count_round(x.stats, t, path)
-            sink = None if streamer is None else (lambda new, i=x.index: streamer(i, new))
-            new, done = take_tokens(new, x.out, x.request.max_new_tokens, x.eos, sink)
-            x.context += new
-            if not done: continue
-            now = time.perf_counter()
-            x.stats.new_tokens, x.stats.total_s = len(x.out), now - x.t0
-            results[x.index] = Result(x.request, x.out, x.stats, row=b, rounds=(x.first, rounds),
-                                      latency_s=now - t_start)
-            r.stop(b); rows[b] = None
-        rounds += 1
-    return results
+    return _decode_fused(target, r, t, queue, results, streamer, t_start)
 
 # %% ../../nbs/10a_batch.ipynb #039a3b71
 class Conversation:

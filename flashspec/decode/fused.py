@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 from .loop import (
     DecodeStats, check_request, check_room, count_round, prefill_prompt, take_tokens)
+from ..drafters.feature import FeatureDraft
 from ..drafters.lookup import PromptLookupDrafter
 from ..drafters.weights import draft_acceptance
 from ..engine import (
@@ -59,11 +60,26 @@ def level_plan(tree:Tree, own:list[int]) -> list[tuple]:
             [r for u in par for r in range(len(kids[u]))]))
     return plan
 
+# %% ../../nbs/10b_fused.ipynb #f0000013c
+def _check_parts(target, fwd, fd, chain:int, batch_size:int) -> None:
+    "`FusedRound`'s parts checked: a native forward, a `FeatureDraft` or none, sizes not negative."
+    if not isinstance(fwd, NativeForward):
+        raise ValueError(
+            f"The fused round needs a native forward; {target.config.model_type!r} has none.")
+    if fd is not None and not isinstance(fd, FeatureDraft):
+        raise ValueError(
+            f"The fused round drafts with a FeatureDraft, not {type(fd).__name__}.")
+    if chain < 0: raise ValueError(f"chain must be >= 0, got {chain}.")
+    if batch_size < 1: raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+
 # %% ../../nbs/10b_fused.ipynb #f0000013
 class FusedRound:
     """A fixed tree's rounds (greedy, or sampled with `sampling`) for `batch_size` rows (a request
     each) on buffers allocated once (`fused_round`); on CUDA recorded as one graph, replayed each
-    round."""
+    round. Its sizes: `batch_size` rows, a tree of `n_nodes` nodes and `depth` levels (a lookup
+    chain's `n_chain` nodes among them), `n_verified` nodes each target forward verifies, and at
+    most `max_commit` (depth + 1) tokens a row commits in a round; the drafter's own cache is
+    `draft_keys`, `draft_values`."""
     def __init__(self, target, # the target causal LM (a family with a native forward)
                  fd=None, # a `FeatureDraft`; None: no drafter (plain decoding, or the chain alone)
                  tree:Tree|TreeConfig|None=None, # the drafter's tree (default `TreeConfig()`)
@@ -84,73 +100,100 @@ class FusedRound:
                  forward:NativeForward|None=None, # the target's (default `make_forward`'s)
                 ):
         fwd = forward or make_forward(target, "native")
-        if not isinstance(fwd, NativeForward):
-            raise ValueError(
-                f"The fused round needs a native forward; {target.config.model_type!r} has none.")
-        if fd is not None and not hasattr(fd, "qkv"):
-            raise ValueError(
-                f"The fused round drafts with a FeatureDraft, not {type(fd).__name__}.")
-        if chain < 0: raise ValueError(f"chain must be >= 0, got {chain}.")
-        if batch_size < 1: raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+        _check_parts(target, fwd, fd, chain, batch_size)
         self.sampling = None if sampling is None or sampling.greedy else sampling
-        if fd is None: paths = ()
-        elif isinstance(tree, Tree): paths = tree.paths
-        else: paths = (tree or TreeConfig()).index_paths()
         w = target.get_output_embeddings().weight
-        dev, dt = w.device, w.dtype
+        self._use_device(w.device, graph)
+        self.target, self.fd, self.fwd, self.max_len = target, fd, fwd, max_len
+        self._use_forward(fwd, compile)
+        chain_nodes = self._size_tree(fd, tree, chain, batch_size, fixed_nodes)
+        self._target_buffers(target, w.device, w.dtype)
+        self._round_state(chain_nodes, w.device)
+        if fd is not None: self._drafter_buffers(fd, w.device, w.dtype)
+        self._graph = None
+
+    @property
+    def B(self) -> int:
+        "`batch_size` (the name the batch's loop, `generate_fused_batch`, reads)."
+        return self.batch_size
+
+    def _use_device(self, dev:torch.device, graph:bool|None) -> None:
+        "Whether the round is recorded as a CUDA graph (`graph`), and the generator it draws from."
         self.graph = dev.type == "cuda" if graph is None else graph
         if self.graph and dev.type != "cuda": raise ValueError("graph=True needs a CUDA target.")
         # the draws' generator: a graph draws from the device's default one (torch.manual_seed)
         self.gen = None if self.graph else torch.Generator(dev)
-        self.target, self.fd, self.fwd, self.max_len, self.C = target, fd, fwd, max_len, chain
+
+    def _use_forward(self, fwd:NativeForward, compile:bool) -> None:
+        "The target's forward a round runs (`run`): `fwd.run`, or compiled with `compile`."
         # one shape (B rows of N nodes over max_len slots) compiled once, in the first round; every
         # tree, batch and cache size a process meets adds one to the same function's graphs
         if compile: allow_recompiles()
         self.run = torch.compile(fwd.run, dynamic=False) if compile else fwd.run
+
+    def _size_tree(self, fd, tree, chain:int, batch_size:int, fixed_nodes:int|None) -> list[int]:
+        """The round's tree (the drafter's `tree` where there is a drafter, and a lookup chain of
+        `chain` nodes) and the round's sizes; returns the chain's nodes."""
+        if fd is None: paths = ()
+        elif isinstance(tree, Tree): paths = tree.paths
+        else: paths = (tree or TreeConfig()).index_paths()
         self.tree, self.own, chain_nodes = fused_tree(paths, chain)
-        B, N, D = batch_size, self.tree.n_nodes, self.tree.max_depth
-        if fixed_nodes is not None and (type(fixed_nodes) is not int or fixed_nodes < N):
-            raise ValueError(f"fixed_nodes must be an int of at least the tree's {N} nodes, got"
-                             f" {fixed_nodes!r}.")
-        # P: nodes the target's forward verifies (N, or the fixed count: padding after the tree)
-        self.fixed, P = fixed_nodes, fixed_nodes or N
-        # M: rows a round commits at most
-        self.B, self.N, self.P, self.D, self.M = B, N, P, D, D + 1
-        self.cache = StaticKVCache(target, max_len, B)
-        self.tti = TreeInputs(self.tree, max_len, dev, dt, n_pad=P)
-        self.layers = () if fd is None else tuple(fd.layers)
-        self.form = fwd.form(B * P)  # the product form for B x P rows, chosen once
-        self.ar_m = torch.arange(self.M, device=dev)
-        # the state a round reads and writes in place (addresses fixed for the graph); a row
-        # without a request idles at 2 tokens (every index it makes stays in range), never advances
+        n_nodes = self.tree.n_nodes
+        if fixed_nodes is not None and (type(fixed_nodes) is not int or fixed_nodes < n_nodes):
+            raise ValueError(f"fixed_nodes must be an int of at least the tree's {n_nodes} nodes,"
+                             f" got {fixed_nodes!r}.")
+        self.batch_size, self.n_nodes, self.depth = batch_size, n_nodes, self.tree.max_depth
+        self.n_chain, self.fixed = chain, fixed_nodes
+        # nodes the target's forward verifies: the tree's, or the fixed count (padding after it)
+        self.n_verified = fixed_nodes or n_nodes
+        self.max_commit = self.depth + 1  # tokens a row commits in a round at most
+        return chain_nodes
+
+    def _target_buffers(self, target, dev:torch.device, dt:torch.dtype) -> None:
+        "The target's cache and tree inputs, allocated once, and the product form for its rows."
+        self.cache = StaticKVCache(target, self.max_len, self.batch_size)
+        self.tti = TreeInputs(self.tree, self.max_len, dev, dt, n_pad=self.n_verified)
+        self.layers = () if self.fd is None else tuple(self.fd.layers)
+        # the product form for batch_size x n_verified rows, chosen once
+        self.form = self.fwd.form(self.batch_size * self.n_verified)
+
+    def _round_state(self, chain_nodes:list[int], dev:torch.device) -> None:
+        """The state a round reads and writes in place (addresses fixed for the graph); a row
+        without a request idles at 2 tokens (every index it makes stays in range), never
+        advances."""
+        B, M = self.batch_size, self.max_commit
+        self.ar_m = torch.arange(M, device=dev)
         self.n = torch.full((B,), 2, dtype=torch.long, device=dev)  # committed tokens
         self.m = torch.ones(B, dtype=torch.long, device=dev)  # pending rows
         self.live = torch.zeros(B, dtype=torch.bool, device=dev)  # rows decoding a request
-        self.ftoks = torch.zeros(B, self.M, dtype=torch.long, device=dev)  # their next tokens
-        self.res = torch.zeros(B, 2 * self.M + 1, dtype=torch.long, device=dev)
-        self.chain = torch.zeros(B, chain, dtype=torch.long, device=dev)  # set by the host
+        self.ftoks = torch.zeros(B, M, dtype=torch.long, device=dev)  # their next tokens
+        self.res = torch.zeros(B, 2 * M + 1, dtype=torch.long, device=dev)
+        self.chain = torch.zeros(B, self.n_chain, dtype=torch.long, device=dev)  # set by the host
         self.chain_idx = torch.tensor(chain_nodes, dtype=torch.long, device=dev)
         # one per row: each keeps its row's n-gram index, grown by the tokens its rounds commit
-        self.lookups = [PromptLookupDrafter(depth=chain, max_ngram=4, min_ngram=3)
-                        for _ in range(B if chain else 0)]
+        self.lookups = [PromptLookupDrafter(depth=self.n_chain, max_ngram=4, min_ngram=3)
+                        for _ in range(B if self.n_chain else 0)]
         self.n_host = [0] * B  # committed tokens of the live rows, on the host (0: idle)
-        if fd is not None:
-            self.feats = torch.zeros(B, self.M, len(self.layers) * fd.d, dtype=dt, device=dev)
-            S = max_len + N + self.M  # room for the pending rows past the last tree
-            self.K = torch.zeros(B, fd.Hkv, S, fd.hd, dtype=dt, device=dev)
-            self.V = torch.zeros_like(self.K)
-            self.dti = TreeInputs(self.tree, S, dev, dt)
-            self.plan = level_plan(self.tree, self.own)
-            ids = lambda x: torch.tensor(x, dtype=torch.long, device=dev)
-            self.pars, self.kids, self.rows, self.ranks = (
-                [ids(p[i]) for p in self.plan] for i in (0, 2, 3, 4))
-            self.parent = self.tree.parent.tolist()
-        self._graph = None
+
+    def _drafter_buffers(self, fd, dev:torch.device, dt:torch.dtype) -> None:
+        "The drafter's features, its own cache and tree inputs, and its level by level plan."
+        B, M = self.batch_size, self.max_commit
+        self.feats = torch.zeros(B, M, len(self.layers) * fd.d, dtype=dt, device=dev)
+        S = self.max_len + self.n_nodes + M  # room for the pending rows past the last tree
+        self.draft_keys = torch.zeros(B, fd.Hkv, S, fd.hd, dtype=dt, device=dev)
+        self.draft_values = torch.zeros_like(self.draft_keys)
+        self.dti = TreeInputs(self.tree, S, dev, dt)
+        self.plan = level_plan(self.tree, self.own)
+        ids = lambda x: torch.tensor(x, dtype=torch.long, device=dev)
+        self.pars, self.kids, self.rows, self.ranks = (
+            [ids(p[i]) for p in self.plan] for i in (0, 2, 3, 4))
+        self.parent = self.tree.parent.tolist()
 
     def attend(self, q, bias):  # q (B, H, T, hd), bias (B, 1, T, S) -> (B, H, T, hd)
         "The drafter's attention over its own cache."
         return F.scaled_dot_product_attention(
-            q, self.K, self.V, attn_mask=bias, enable_gqa=self.fd.H != self.fd.Hkv)
+            q, self.draft_keys, self.draft_values, attn_mask=bias,
+            enable_gqa=self.fd.H != self.fd.Hkv)
 
     @torch.no_grad()
     def start(self, ids:torch.Tensor, # (L,) the prompt, L >= 2
@@ -159,12 +202,13 @@ class FusedRound:
         """A new request in `row`: prefill `ids[:-1]` into that row alone, and set its state for its
         rounds."""
         L, dev, fd = len(ids), self.ar_m.device, self.fd
-        if not 0 <= row < self.B: raise ValueError(f"Row {row} is not in a batch of {self.B}.")
+        if not 0 <= row < self.batch_size:
+            raise ValueError(f"Row {row} is not in a batch of {self.batch_size}.")
         if self.n_host[row]: raise ValueError(f"Row {row} is busy.")
         if L < 2: raise ValueError("The fused round needs a prompt of at least 2 tokens.")
-        if L + self.P > self.max_len:
-            raise ValueError(f"A prompt of {L} tokens and a tree of {self.P} need more than "
-                             f"{self.max_len} slots.")
+        if L + self.n_verified > self.max_len:
+            raise ValueError(f"A prompt of {L} tokens and a tree of {self.n_verified} need more"
+                             f" than {self.max_len} slots.")
         view = rows_view(self.cache, row, row + 1)
         view.lengths.zero_()
         feats = prefill_prompt(self.fwd, view, ids, self.layers, self.cache.keys[0].dtype)
@@ -175,7 +219,7 @@ class FusedRound:
                 g = fd.lin(fd.fc, feats[None, :L - 2])
                 _, k, v = fd.qkv(
                     g, ids[None, 1:L - 1].to(dev), torch.arange(L - 2, device=dev)[None])
-                self.K[row, :, :L - 2], self.V[row, :, :L - 2] = k[0], v[0]
+                self.draft_keys[row, :, :L - 2], self.draft_values[row, :, :L - 2] = k[0], v[0]
             self.feats[row, 0] = feats[L - 2]
         if self.graph and self._graph is None: self._record()
 
@@ -209,29 +253,29 @@ class FusedRound:
              ) -> list:
         """One round of every row: per row, `(new tokens: the accepted drafted ones, then the bonus;
         the accepted path)`, or None for a row without a request."""
-        live = [b for b in range(self.B) if self.n_host[b]]
+        live = [b for b in range(self.batch_size) if self.n_host[b]]
         # a write past the buffers would be a device-side fault on CUDA: refused here instead
         for b in live:
-            if self.n_host[b] - 1 + self.P > self.max_len:
+            if self.n_host[b] - 1 + self.n_verified > self.max_len:
                 raise ValueError(
-                    f"No room for another round: {self.n_host[b]} tokens and a tree of {self.P}"
-                    f" in {self.max_len} slots (row {b}).")
-        if self.C:
-            chains = [[0] * self.C] * self.B
+                    f"No room for another round: {self.n_host[b]} tokens and a tree of"
+                    f" {self.n_verified} in {self.max_len} slots (row {b}).")
+        if self.n_chain:
+            chains = [[0] * self.n_chain] * self.batch_size
             for b in live:
                 ctx = contexts[b]
                 cont = self.lookups[b].propose(torch.tensor(ctx), None).tokens[1:].tolist()
                 cont = cont or ctx[-1:]  # no match: a filler
-                chains[b] = (cont + cont[-1:] * self.C)[:self.C]
+                chains[b] = (cont + cont[-1:] * self.n_chain)[:self.n_chain]
             self.chain.copy_(torch.tensor(chains))
         if self._graph is not None: self._graph.replay()
         else: fused_round(self)
         res = self.res.tolist()  # the one copy to the host
-        out = [None] * self.B
+        out = [None] * self.batch_size
         for b in live:
-            k = res[b][self.M]
+            k = res[b][self.max_commit]
             self.n_host[b] += k
-            out[b] = (res[b][:k], res[b][self.M + 1:self.M + 1 + k])
+            out[b] = (res[b][:k], res[b][self.max_commit + 1:self.max_commit + 1 + k])
         return out
 
 # %% ../../nbs/10b_fused.ipynb #f0000012
@@ -247,7 +291,7 @@ def draft_levels(r:FusedRound, toks:torch.Tensor, # (B, N) the round's tokens, t
     slots = p0[:, None] + r.ar_m                                              # (B, M)
     g = fd.lin(fd.fc, r.feats)                                                # (B, M, d)
     q, k, v = fd.qkv(g, r.ftoks, slots)
-    put_rows(r.K, slots, k); put_rows(r.V, slots, v)
+    put_rows(r.draft_keys, slots, k); put_rows(r.draft_values, slots, v)
     last = (m - 1)[:, None]  # (B, 1) the root's producer: each row's newest pending row
     bias, pos, dslots = r.dti.build(n - 2)                     # (B, 1, N, S), (B, N), (B, N)
     root = fd.finish(g.gather(1, last[..., None].expand(-1, -1, g.shape[2])),
@@ -261,7 +305,7 @@ def draft_levels(r:FusedRound, toks:torch.Tensor, # (B, N) the round's tokens, t
         nxt, nt = r.plan[d + 1][0], r.pars[d + 1]  # the next level's parents: their outputs
         gl = torch.cat([outs[r.parent[i]] for i in nxt], 1)                   # (B, L, d)
         q, k, v = fd.qkv(gl, toks[:, nt], pos[:, nt])
-        put_rows(r.K, dslots[:, nt], k); put_rows(r.V, dslots[:, nt], v)
+        put_rows(r.draft_keys, dslots[:, nt], k); put_rows(r.draft_values, dslots[:, nt], v)
         o = fd.finish(gl, r.attend(q, bias[:, :, nt]))                        # (B, L, d)
         for j, i in enumerate(nxt): outs[i] = o[:, j:j + 1]
         logits = fd.logits(o)                                                 # (B, L, S_vocab)
@@ -272,15 +316,16 @@ def fused_round(r:FusedRound) -> None:
     """One round on `r`'s buffers: per row, `r.res[b]` = the new tokens (D+1, the first `k+1` real),
     `k+1`, the accepted path (D+1). Rows without a request run too, and change nothing. Greedy, or
     sampled (`r.sampling`): lossless for a fixed tree of top tokens (see `accept_tensors`)."""
-    n, m, N, M, ti = r.n, r.m, r.P, r.M, r.tti  # N: the nodes verified (padding included)
+    n, m, ti = r.n, r.m, r.tti
+    N, M = r.n_verified, r.max_commit  # nodes verified (padding included); tokens committed at most
     root = r.ftoks.gather(1, (m - 1)[:, None])                               # (B, 1) last bonus
-    toks = torch.cat([root, root.new_zeros(r.B, N - 1)], 1)                  # (B, N)
+    toks = torch.cat([root, root.new_zeros(r.batch_size, N - 1)], 1)         # (B, N)
     if r.fd is not None: toks = draft_levels(r, toks)
-    if r.C: toks = toks.index_copy(1, r.chain_idx, r.chain)
+    if r.n_chain: toks = toks.index_copy(1, r.chain_idx, r.chain)
     bias, pos, slots = ti.build(n - 1)  # each row's root at its slot n - 1
     logits, feats = r.run(r.cache, toks, pos, slots, bias, r.layers, None, r.form, r.form,
                           compact=r.fixed is not None)
-    rows = lambda t: t.expand(r.B, *t.shape)  # the tree's (N, ...) tensors, one per row
+    rows = lambda t: t.expand(r.batch_size, *t.shape)  # the tree's (N, ...) tensors, one per row
     # sampled: one token drawn from the target after every node, the walk follows the draws
     drawn = None if r.sampling is None else sample_tokens(logits, r.sampling, r.gen)
     order, bonus, deep = accept_tensors(
@@ -298,7 +343,6 @@ def fused_round(r:FusedRound) -> None:
     r.ftoks.copy_(new)
     r.m.copy_(torch.where(r.live, k + 1, r.m)); r.n.add_(torch.where(r.live, k + 1, 0))
     r.res[:, :M].copy_(new); r.res[:, M].copy_(k + 1); r.res[:, M + 1:].copy_(path)
-
 
 # %% ../../nbs/10b_fused.ipynb #f0000015
 def kept_round(target, fd, tree:TreeConfig|None, max_len:int, chain:int, graph:bool|None,

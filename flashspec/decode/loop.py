@@ -4,6 +4,7 @@
 
 # %% ../../nbs/10_decode.ipynb #10_dech0
 from __future__ import annotations
+import contextlib
 import operator
 import reprlib
 import time
@@ -11,6 +12,7 @@ import torch
 from dataclasses import dataclass
 from dataclasses import field
 from ..drafters.base import Draft, Drafter
+from ..drafters.feature import FeatureDraft
 from ..drafters.slice import ModelDrafter, check_compatible
 from ..engine import NativeForward, TreeInputs, greedy_accept, make_forward
 from ..kernel.layers import touching, weights_held
@@ -21,7 +23,9 @@ from ..verify import Sampling, probs, verify_sampling
 
 # %% auto #0
 __all__ = ['INT_DTYPES', 'DecodeStats', 'as_drafter', 'check_int', 'eos_set', 'check_prompt', 'check_sampling', 'check_request',
-           'check_room', 'compiled_size', 'prefill_prompt', 'count_round', 'take_tokens', 'end_round', 'speculate']
+           'check_room', 'compiled_size', 'prefill_prompt', 'count_round', 'take_tokens', 'end_round', 'Run',
+           'start_run', 'propose', 'tree_inputs', 'Verified', 'forward_tree', 'accept', 'commit_path', 'timed',
+           'speculate', 'speculate_checked']
 
 # %% ../../nbs/10_decode.ipynb #f8eba532
 @dataclass
@@ -84,7 +88,7 @@ def as_drafter(draft, tree:TreeConfig|None, target) -> Drafter:
     if draft is None: return Drafter()
     if isinstance(draft, Drafter): return draft
     # a network that makes its own drafter (a feature drafter)
-    if hasattr(draft, "drafter"): return draft.drafter(tree or TreeConfig())
+    if isinstance(draft, FeatureDraft): return draft.drafter(tree or TreeConfig())
     check_compatible(target, draft)
     return ModelDrafter(draft, tree or TreeConfig())
 
@@ -115,6 +119,8 @@ def eos_set(target, eos_token_id) -> set:
                          f" {reprlib.repr(eos_token_id)}.") from None
 
 # token ids of these dtypes are read as int64 ids (the embedding's)
+
+# %% ../../nbs/10_decode.ipynb #ld000002
 INT_DTYPES = tuple(getattr(torch, n) for n in (
     "int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64") if hasattr(torch, n))
 
@@ -155,6 +161,7 @@ def check_sampling(sampling, # a `Sampling`, or None (greedy)
             raise ValueError(f"seed must be an int in -2**63 .. 2**64 - 1, got {seed}.")
     return sampling, seed
 
+# %% ../../nbs/10_decode.ipynb #ld000003
 def check_request(target, input_ids, max_new_tokens, sampling=None, seed=None, eos_token_id=None,
                   tree=None, # a `TreeConfig` or None
                  ) -> tuple:
@@ -195,6 +202,7 @@ def compiled_size(n:int, # nodes in a round's tree
     if torch.device(device).type == "cuda": return n_max
     return min(n_max, 1 << (n - 1).bit_length())
 
+# %% ../../nbs/10_decode.ipynb #ld000004
 def prefill_prompt(
     fwd, cache:StaticKVCache, # a one-row cache (or one row's view), filled up to `cache.lengths[0]`
     ids:torch.Tensor, # (L,) the whole context; its last token stays out (the first root)
@@ -243,12 +251,118 @@ def end_round(stats:DecodeStats, drafter:Drafter, d:Draft, path:list[int], bonus
         d.tokens[path[1:]].tolist() + [bonus], out, max_new_tokens, eos, streamer)
     return torch.cat([context, torch.tensor(new, dtype=context.dtype)]), done
 
+# %% ../../nbs/10_decode.ipynb #ld000006
+@dataclass
+class Run:
+    """What a `speculate` call's rounds share, set up once by `start_run`: the drafter, the target's
+    forwards and cache, and how trees are run."""
+    drafter: Drafter
+    fwd: object  # the target's forward (the prefill's)
+    tree_fwd: object  # the rounds' forward: `fwd`, or its compiled form
+    cache: StaticKVCache
+    layers: tuple  # the target layers whose features the drafter reads (`feature_layers`)
+    sampling: Sampling
+    gen: torch.Generator|None  # the draws' generator (None: greedy, or no seed)
+    n_tree: int  # the drafter's largest tree (`max_nodes`)
+    pad: dict  # {N: M}: a tree of N nodes run as M
+    compile: bool  # trees padded to `compiled_size`
+    max_len: int  # the cache's slots
+    dev: torch.device
+    dt: torch.dtype  # the target's float dtype
+    inputs: dict = field(default_factory=dict)  # tree shape -> its `TreeInputs` (built once)
+
+def start_run(target, drafter:Drafter, n_prompt:int, max_new_tokens:int, sampling:Sampling,
+              seed:int|None, max_len:int|None, engine:str, compile:bool,
+              pad_nodes:dict|None) -> Run:
+    """The `Run` of a checked request: the cache sized for the prompt, the answer and the largest
+    forward a round can run (a clear `ValueError` if `max_len` is too small)."""
+    n_tree = drafter.max_nodes
+    pad = {int(k): int(v) for k, v in (pad_nodes or {}).items()}
+    n_room = max([n_tree] + [m for n, m in pad.items() if n <= n_tree])  # the largest forward
+    bucket = compile and max_len is None
+    max_len = check_room(target, n_prompt, max_new_tokens, n_room, max_len)
+    if bucket: max_len = bucket_slots(max_len)  # compiled: few cache sizes, graphs reused
+    gen = torch.Generator().manual_seed(seed) if seed is not None else None
+    fwd = make_forward(target, engine, compile)
+    w = target.get_output_embeddings().weight
+    dt = w.dtype if w.dtype.is_floating_point else torch.float32
+    return Run(drafter, fwd, getattr(fwd, "compiled", fwd), StaticKVCache(target, max_len),
+               tuple(drafter.feature_layers), sampling, gen, n_tree, pad, compile, max_len,
+               w.device, dt)
+
+# %% ../../nbs/10_decode.ipynb #ld000007
+def propose(run:Run, context:torch.Tensor, # (L,) the committed tokens
+            pending, # (k, F) the target's features the drafter has not seen, or None
+           ) -> Draft:
+    "Step 1: the drafter's tree from the last committed token, checked against its promise."
+    d = run.drafter.propose(context, run.sampling, run.gen, hidden=pending)
+    if d.tree.n_nodes > run.n_tree:
+        raise ValueError(f"{type(run.drafter).__name__} proposed {d.tree.n_nodes} nodes, more"
+                         f" than its max_nodes={run.n_tree}.")
+    if int(d.tokens[0]) != int(context[-1]):
+        raise ValueError("A draft tree's root must be the last committed token.")
+    return d
+
+def tree_inputs(run:Run, tree:Tree) -> TreeInputs:
+    "The masks, positions and slots of `tree`'s shape, built at its first round (padded: `pad`)."
+    ti = run.inputs.get(tree.paths)
+    if ti is None:
+        n_pad = (compiled_size(tree.n_nodes, run.n_tree, run.dev) if run.compile
+                 else run.pad.get(tree.n_nodes))
+        ti = run.inputs[tree.paths] = TreeInputs(tree, run.max_len, run.dev, run.dt, n_pad=n_pad)
+    return ti
+
+@dataclass
+class Verified:
+    "What the target's forward over a draft gave (`forward_tree`)."
+    ti: TreeInputs  # the tree's inputs (its padded size `ti.N`)
+    tokens: torch.Tensor  # (ti.N,) the node tokens on the device, padding 0
+    n0: int  # the committed length before the round: the tree's first slot
+    logits: torch.Tensor  # (1, ti.N, V) logits, or (1, ti.N) token ids when greedy (`argmax`)
+    feats: torch.Tensor|None  # (1, ti.N, F) the target's features where the drafter reads them
+
+def forward_tree(run:Run, d:Draft) -> Verified:
+    """Step 2: the target's one forward over the draft tree, written after the committed tokens;
+    greedy: the target's token at each node (`argmax`), not its logits."""
+    ti, n0 = tree_inputs(run, d.tree), int(run.cache.lengths[0])
+    if ti.N == d.tree.n_nodes: toks = d.tokens.to(run.dev, torch.long)
+    else:
+        toks = torch.zeros(ti.N, dtype=torch.long); toks[:d.tree.n_nodes] = d.tokens
+        toks = toks.to(run.dev)
+    bias, pos, slots = ti(n0)
+    logits, feats = run.tree_fwd(
+        run.cache, toks[None], pos, slots, bias, run.layers, argmax=run.sampling.greedy)
+    return Verified(ti, toks, n0, logits, feats)
+
+def accept(run:Run, d:Draft, v:Verified) -> tuple[list[int], int]:
+    """Step 3: the accepted path (node indices, root first) and the bonus token: exact greedy on the
+    device (one copy back), or lossless rejection sampling (`verify_sampling`)."""
+    if run.sampling.greedy: return greedy_accept(v.ti, v.tokens, v.logits[0])
+    p = probs(v.logits[0, :d.tree.n_nodes].float().cpu(), run.sampling)        # (N, V)
+    return verify_sampling(d.tree, d.tokens, p, d.q, run.drafter.proposal, run.gen)
+
+def commit_path(run:Run, v:Verified, path:list[int]):
+    """Step 4: the path's keys and values moved to the slots after the committed tokens; the
+    features the drafter reads next, `(k + 1, F)` (a chain's first k + 1 rows: a view), or None."""
+    commit(run.cache, v.n0, [path])
+    if not run.layers: return None
+    return v.feats[0, :len(path)] if path[-1] == len(path) - 1 else v.feats[0, path]
+
+@contextlib.contextmanager
+def timed(stats:DecodeStats, name:str): # a seconds field of `stats` ("draft_s", ...)
+    "Add the block's wall-clock seconds to `stats.<name>`."
+    t0 = time.perf_counter()
+    try: yield
+    finally: setattr(stats, name, getattr(stats, name) + time.perf_counter() - t0)
+
+# %% ../../nbs/10_decode.ipynb #ld000008
 @torch.no_grad()
 @weights_held()  # the engine checks the weights at the first forward, not at every one
 def speculate(target, # the target causal LM
              draft=None, # a draft model, a `Drafter`, or None for plain decoding
              input_ids=None, # (L,) or (1, L) prompt token ids
              max_new_tokens:int=128,
+             *, # the options below by name only
              sampling:Sampling=Sampling(), # temperature / top-k / top-p; greedy by default
              tree:TreeConfig|None=None, # the draft tree's shape when `draft` is a model
              eos_token_id=None, # int or list; default: the target's generation config
@@ -267,76 +381,42 @@ def speculate(target, # the target causal LM
     target's greedy output. A bad argument is a `ValueError` before any work (`check_request`). The
     models must not be moved or changed while they decode (by another thread, say): the weights are
     read by address, checked at the first forward and after the streamer (`weights_held`)."""
-    t_start = time.perf_counter()
     check_supported(target)
-    streamer = touching(streamer)  # the caller's code: the weights are checked again after it
     ids, max_new_tokens, sampling, seed, eos = check_request(
         target, input_ids, max_new_tokens, sampling, seed, eos_token_id, tree)
-    drafter = as_drafter(draft, tree, target)
-    n_tree = drafter.max_nodes
-    pad = {int(k): int(v) for k, v in (pad_nodes or {}).items()}
-    # the largest forward a round can run
-    n_room = max([n_tree] + [m for n, m in pad.items() if n <= n_tree])
-    bucket = compile and max_len is None
-    max_len = check_room(target, len(ids), max_new_tokens, n_room, max_len)
-    # compiled: few cache sizes, so its graphs are reused
-    if bucket: max_len = bucket_slots(max_len)
-    gen = torch.Generator().manual_seed(seed) if seed is not None else None
-    stats = DecodeStats()
-    fwd = make_forward(target, engine, compile)
-    tree_fwd = getattr(fwd, "compiled", fwd)
-    layers = tuple(drafter.feature_layers)
-    w = target.get_output_embeddings().weight
-    dev, dt = w.device, (w.dtype if w.dtype.is_floating_point else torch.float32)
-    inputs = {}  # tree shape -> its `TreeInputs` (built once per shape, reused every round)
+    return speculate_checked(
+        target, as_drafter(draft, tree, target), ids, max_new_tokens, sampling=sampling, seed=seed,
+        eos=eos, max_len=max_len, streamer=streamer, engine=engine, compile=compile,
+        pad_nodes=pad_nodes)
 
-    cache = StaticKVCache(target, max_len)
-    # the target's features the drafter has not seen
-    pending = prefill_prompt(fwd, cache, ids, layers, dt)
-    drafter.start(ids, max_len)
+@torch.no_grad()
+@weights_held()
+def speculate_checked(target, drafter:Drafter, # the request's drafter (`as_drafter`)
+                      ids:torch.Tensor, # (L,) int64 prompt ids in the vocabulary
+                      max_new_tokens:int, *, sampling:Sampling, seed:int|None,
+                      eos:set, # the EOS ids (`eos_set`)
+                      max_len:int|None=None, streamer=None, engine:str="auto",
+                      compile:bool=False, pad_nodes:dict|None=None,
+                     ) -> tuple[list[int], DecodeStats]:
+    """`speculate` for a request its caller checked (`check_request`, as `speculate` and
+    `generate` do where it comes in): the loop trusts what it is given. A round is four steps:
+    `propose`, `forward_tree`, `accept`, `commit_path`."""
+    t_start = time.perf_counter()
+    streamer = touching(streamer)  # the caller's code: the weights are checked again after it
+    run = start_run(target, drafter, len(ids), max_new_tokens, sampling, seed, max_len, engine,
+                    compile, pad_nodes)
+    stats = DecodeStats()
+    pending = prefill_prompt(run.fwd, run.cache, ids, run.layers, run.dt)
+    run.drafter.start(ids, run.max_len)
     stats.prefill_s = time.perf_counter() - t_start
     context, out = ids.clone(), []
-    while len(out) < max_new_tokens:
-        t0 = time.perf_counter()
-        d = drafter.propose(context, sampling, gen, hidden=pending)
-        if d.tree.n_nodes > n_tree:
-            raise ValueError(
-                f"{type(drafter).__name__} proposed {d.tree.n_nodes} nodes, more than its"
-                f" max_nodes={n_tree}.")
-        if int(d.tokens[0]) != int(context[-1]):
-            raise ValueError("A draft tree's root must be the last committed token.")
-        t1 = time.perf_counter()
-        ti = inputs.get(d.tree.paths)
-        if ti is None:
-            n_pad = (
-                compiled_size(d.tree.n_nodes, n_tree, dev) if compile else pad.get(d.tree.n_nodes))
-            ti = inputs[d.tree.paths] = TreeInputs(d.tree, max_len, dev, dt, n_pad=n_pad)
-        n0 = int(cache.lengths[0])
-        if ti.N == d.tree.n_nodes: toks = d.tokens.to(dev, torch.long)
-        else:
-            toks = torch.zeros(ti.N, dtype=torch.long); toks[:d.tree.n_nodes] = d.tokens
-            toks = toks.to(dev)
-        bias, pos, slots = ti(n0)
-        # greedy: the target's token at each node (`argmax`), not its logits
-        logits, feats = tree_fwd(
-            cache, toks[None], pos, slots, bias, layers, argmax=sampling.greedy)
-        t2 = time.perf_counter()
-        # on the device, one copy back
-        if sampling.greedy: path, bonus = greedy_accept(ti, toks, logits[0])
-        else:
-            p = probs(logits[0, :d.tree.n_nodes].float().cpu(), sampling)        # (N, V)
-            path, bonus = verify_sampling(d.tree, d.tokens, p, d.q, drafter.proposal, gen)
-        t3 = time.perf_counter()
-        commit(cache, n0, [path])
-        # (k + 1, F): the root and the accepted nodes (a chain's first k + 1: a view)
-        if layers: pending = feats[0, :len(path)] if path[-1] == len(path) - 1 else feats[0, path]
-        t4 = time.perf_counter()
-        stats.draft_s += t1 - t0
-        stats.forward_s += t2 - t1
-        stats.accept_s += t3 - t2
-        stats.commit_s += t4 - t3
+    while len(out) < max_new_tokens:  # a round: propose, forward, accept, commit
+        with timed(stats, "draft_s"): d = propose(run, context, pending)
+        with timed(stats, "forward_s"): v = forward_tree(run, d)
+        with timed(stats, "accept_s"): path, bonus = accept(run, d, v)
+        with timed(stats, "commit_s"): pending = commit_path(run, v, path)
         context, done = end_round(
-            stats, drafter, d, path, bonus, out, context, max_new_tokens, eos, streamer)
+            stats, run.drafter, d, path, bonus, out, context, max_new_tokens, eos, streamer)
         if done: break
     stats.new_tokens = len(out)
     stats.total_s = time.perf_counter() - t_start

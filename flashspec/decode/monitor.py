@@ -91,6 +91,67 @@ def _metrics(recs, window, base) -> dict:
     m["flags"] = [k for k, (lo, hi) in HEALTHY.items() if m[k] is not None and not lo <= m[k] <= hi]
     return m
 
+def _monitored(records, baseline, method) -> tuple[list, list|None]:
+    "`(records to monitor, the baseline's records or None)`, read and split as `monitor` says."
+    if isinstance(records, dict): records = records["records"]
+    recs = [_record(x, i) for i, x in enumerate(records)]
+    recs = [r for r in recs if not r.get("error")]
+    base_recs = None
+    if isinstance(baseline, str):
+        base_recs = [r for r in recs if r.get("method") == baseline]
+        if not base_recs: raise ValueError(f"No records of the baseline method {baseline!r}.")
+        recs = [r for r in recs if r.get("method") != baseline]
+    elif isinstance(baseline, (list, tuple)):
+        base_recs = [_record(x, i) for i, x in enumerate(baseline)]
+    if method is not None: recs = [r for r in recs if r.get("method") == method]
+    if not recs: raise ValueError("No records to monitor.")
+    return recs, base_recs
+
+def _baseline_tps(base_recs:list|None, baseline):
+    "`base(group)`: the baseline's tokens/s over the group's questions, else the one figure given."
+    flat = None if base_recs is not None else baseline  # one baseline figure for every group
+    def base(pick):  # the baseline's tokens/s over the same questions as a group
+        if base_recs is None: return flat
+        keys = {r["key"] for r in pick}
+        return _tps([r for r in base_recs if r["key"] in keys])
+    return base
+
+def _per_length(recs, lens, window, base, length_buckets) -> dict:
+    "`{bucket: metrics}` by prompt length (`lens`, each record's bucket), in the buckets' order."
+    labels = [length_bucket(0, length_buckets)] + [
+        length_bucket(e, length_buckets) for e in length_buckets] + ["unknown"]
+    out = {}
+    for b in [b for b in labels if b in lens]:
+        pick = [r for r, x in zip(recs, lens) if x == b]
+        out[b] = _metrics(pick, window, base(pick))
+    return out
+
+def _per_window(recs, window, base, time_window) -> tuple[str, float, dict]:
+    "`(time source, width in s, {'lo-hi s': metrics})`: by when each request finished."
+    # fixed-width windows over the run's timeline
+    t, source = _finish_times(recs)
+    if time_window is not None and not time_window > 0:
+        raise ValueError(f"time_window must be > 0 s, got {time_window}.")
+    w = time_window or _nice(max(t) / 10 if max(t) > 0 else 1.0)
+    out = {}
+    idx = [int(x / w) for x in t]  # [start, end): one at 60 s is in 60-120 s
+    for i in sorted(set(idx)):  # windows without a finished request are left out
+        pick = [r for r, j in zip(recs, idx) if j == i]
+        lo, hi = round(i * w, 9), round((i + 1) * w, 9)
+        out[f"{lo:g}-{hi:g} s"] = dict(_metrics(pick, window, base(pick)), start_s=lo, end_s=hi)
+    return source, w, out
+
+def _flag_lines(out:dict) -> list:
+    "One line per flagged figure of the overall figures and of `out`'s groupings."
+    # a grouping of one group is the overall figure again: flagged once, as overall
+    groups = [("overall", out["overall"])] + [
+        (f"{name} {c}", g) for name, key in (
+            ("category", "per_category"), ("prompt length", "per_length"),
+            ("window", "per_window"))
+        if key == "per_category" or len(out[key]) > 1 for c, g in out[key].items()]
+    return [
+        f"{name}: {k} = {g[k]:.2f} outside {HEALTHY[k]}" for name, g in groups for k in g["flags"]]
+
 def monitor(
     records, # `Result`s, `DecodeStats`, bench records, or a bench results dict (its `records`)
     # tokens/s (a number), a method name in `records` (e.g. "hf"), or the baseline's records
@@ -105,59 +166,22 @@ def monitor(
 ) -> dict:
     """Acceptance and speed-up per request, per category, per prompt length, per time window and
     overall, flagged against `HEALTHY`; a JSON-able dict."""
-    if isinstance(records, dict): records = records["records"]
-    recs = [_record(x, i) for i, x in enumerate(records)]
-    recs = [r for r in recs if not r.get("error")]
-    base_recs = None
-    if isinstance(baseline, str):
-        base_recs = [r for r in recs if r.get("method") == baseline]
-        if not base_recs: raise ValueError(f"No records of the baseline method {baseline!r}.")
-        recs = [r for r in recs if r.get("method") != baseline]
-    elif isinstance(baseline, (list, tuple)):
-        base_recs = [_record(x, i) for i, x in enumerate(baseline)]
-    if method is not None: recs = [r for r in recs if r.get("method") == method]
-    if not recs: raise ValueError("No records to monitor.")
-    flat = None if base_recs is not None else baseline  # one baseline figure for every group
-    def base(pick):  # the baseline's tokens/s over the same questions as a group
-        if base_recs is None: return flat
-        keys = {r["key"] for r in pick}
-        return _tps([r for r in base_recs if r["key"] in keys])
+    recs, base_recs = _monitored(records, baseline, method)
+    base = _baseline_tps(base_recs, baseline)
     out = dict(healthy=HEALTHY, window=window, overall=_metrics(recs, window, base(recs)),
                per_category={}, per_request={})
     for c in dict.fromkeys(r.get("category", "all") for r in recs):
         pick = [r for r in recs if r.get("category", "all") == c]
         out["per_category"][c] = _metrics(pick, window, base(pick))
-    # by prompt length, in the buckets' order
     lens = [length_bucket(r.get("prompt_tokens"), length_buckets) for r in recs]
-    labels = [length_bucket(0, length_buckets)] + [
-        length_bucket(e, length_buckets) for e in length_buckets] + ["unknown"]
-    out["length_buckets"], out["per_length"] = list(length_buckets), {}
-    for b in [b for b in labels if b in lens]:
-        pick = [r for r, x in zip(recs, lens) if x == b]
-        out["per_length"][b] = _metrics(pick, window, base(pick))
-    # by when each request finished, in windows of fixed width over the run's timeline
-    t, out["time_source"] = _finish_times(recs)
-    if time_window is not None and not time_window > 0:
-        raise ValueError(f"time_window must be > 0 s, got {time_window}.")
-    w = time_window or _nice(max(t) / 10 if max(t) > 0 else 1.0)
-    out["time_window"], out["per_window"] = w, {}
-    idx = [int(x / w) for x in t]  # [start, end): one at 60 s is in 60-120 s
-    for i in sorted(set(idx)):  # windows without a finished request are left out
-        pick = [r for r, j in zip(recs, idx) if j == i]
-        lo, hi = round(i * w, 9), round((i + 1) * w, 9)
-        out["per_window"][f"{lo:g}-{hi:g} s"] = dict(
-            _metrics(pick, window, base(pick)), start_s=lo, end_s=hi)
+    out["length_buckets"] = list(length_buckets)
+    out["per_length"] = _per_length(recs, lens, window, base, length_buckets)
+    out["time_source"], out["time_window"], out["per_window"] = _per_window(
+        recs, window, base, time_window)
     for r, b in zip(recs, lens):
         out["per_request"][r["key"]] = dict(
             _metrics([r], window, base([r])), category=r.get("category", "all"), length=b)
-    # a grouping of one group is the overall figure again: flagged once, as overall
-    groups = [("overall", out["overall"])] + [
-        (f"{name} {c}", g) for name, key in (
-            ("category", "per_category"), ("prompt length", "per_length"),
-            ("window", "per_window"))
-        if key == "per_category" or len(out[key]) > 1 for c, g in out[key].items()]
-    out["flags"] = [
-        f"{name}: {k} = {g[k]:.2f} outside {HEALTHY[k]}" for name, g in groups for k in g["flags"]]
+    out["flags"] = _flag_lines(out)
     out["template_warning"] = template
     return json.loads(json.dumps(out))  # plain JSON types (tuples become lists)
 

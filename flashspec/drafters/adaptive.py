@@ -8,6 +8,7 @@ import torch
 from collections import deque
 from dataclasses import dataclass
 from .base import Draft, Drafter, TreeDrafter
+from .slice import ModelDrafter
 from ..tree import batch_trees, compile_tree, tree_bias
 from ..verify import draw_distinct, probs
 
@@ -96,14 +97,14 @@ def chain_rate(a:float, # accepted / drafted tokens, in [0, 1]
 
 # %% ../../nbs/09e_adaptive.ipynb #22ec7bda
 def _use_tree(dr:TreeDrafter, tree, prefix:int):
-    """Point `dr` at `tree`: its structure, and its attention-bias rows (positions too, if kept)
-    after `prefix` slots."""
+    """Point `dr` at `tree`: its structure, and its attention-bias rows (and a `ModelDrafter`'s
+    position ids) after `prefix` slots."""
     dr.tree, old = tree, dr.round_bias()
     bias, pos = tree_bias(
         torch.tensor([prefix]), batch_trees([tree], [torch.zeros(tree.n_nodes, dtype=torch.long)]),
         prefix, old.shape[-1], old.dtype)
     dr._bias = bias.to(old.device)                                       # (1, 1, N, S)
-    if hasattr(dr, "_pos"): dr._pos = pos.to(dr._pos.device)            # (1, N)
+    if isinstance(dr, ModelDrafter): dr._pos = pos.to(dr._pos.device)   # (1, N)
 
 def _n_children(cfg:AdaptiveConfig, tau:float,
                 # the node's depth, whether it is on the best chain, its path probability
@@ -120,6 +121,22 @@ def _n_children(cfg:AdaptiveConfig, tau:float,
     else:
         c = cfg.max_width if backbone and (forced or P * float(s[0]) >= tau) else 0
     return min(c, len(s)), forced
+
+# %% ../../nbs/09e_adaptive.ipynb #09e_growth
+@dataclass
+class _Growth:
+    """A tree `AdaptiveDrafter.propose` is growing: per node (tree index) its index path, token and
+    path probability under the draft; the draft's logits at the nodes that have had a forward, and
+    under sampling its distribution `q` at every node given children."""
+    paths:list # index paths, the root's `()` first
+    toks:list # token ids, the root's first
+    P:list # path probabilities, the root's 1
+    logits:dict # node -> (S,) the draft's logits after it (CPU, fp32)
+    q:dict # node -> (S,) the draft's distribution its children were drawn from
+
+    def backbone(self, u:int) -> bool:
+        "Whether node `u` is on the draft's best chain (every rank 0)."
+        return all(x == 0 for x in self.paths[u])
 
 # %% ../../nbs/09e_adaptive.ipynb #cfff90e6
 class AdaptiveDrafter(Drafter):
@@ -167,76 +184,84 @@ class AdaptiveDrafter(Drafter):
     def propose(self, context, sampling, generator=None, hidden=None):
         """Grow this round's tree (see above); `Draft.q` holds q at every node that has children
         (sampling)."""
-        cfg, dr, tau = self.cfg, self.inner, self.threshold
-        self._last = dict(threshold=tau, nodes=1, depth=0)
+        cfg, dr = self.cfg, self.inner
+        self._last = dict(threshold=self.threshold, nodes=1, depth=0)
         root = dr.root_logits(context, hidden)
         if root is None: return Drafter.propose(self, context, sampling, generator, hidden)
-        n = len(context)
         # slots the root's row sees before itself (its drafter's layout)
         prefix = int((dr.round_bias()[0, 0, 0] == 0).sum()) - 1
         if cfg.beam and sampling.greedy: return self._propose_beam(context, root, prefix)
-        # per node: index path, token, path probability under the draft
-        paths, toks, P = [()], [int(context[-1])], [1.0]
-        logits, q = {0: root.float().cpu()}, {}
+        t = _Growth([()], [int(context[-1])], [1.0], {0: root.float().cpu()}, {})
         level = [0]  # nodes of the current depth whose distributions are known
         for d in range(cfg.max_draft_length):
-            cand, dist = [], {}  # cand: (score, u, rank) of every child this level could get
-            for u in level:
-                # (S,)
-                du = logits[u].softmax(-1) if sampling.greedy else probs(logits[u], sampling)
-                # top-k / top-p may leave fewer tokens than max_width
-                k = min(cfg.max_width, int((du > 0).sum()))
-                s = du.topk(k).values
-                c, forced = _n_children(cfg, tau, d, all(x == 0 for x in paths[u]), P[u], s)
-                cand += [
-                    (float("inf") if forced and j == 0 else P[u] * float(s[j]), u, j)
-                    for j in range(c)]
-                dist[u] = du
-            chain = cfg.min_draft_length if cfg.dynamic_length else cfg.max_draft_length
-            # keep room for the backbone still to come
-            room = cfg.max_nodes - len(paths) - max(0, chain - d - 1)
-            take = sorted(
-                sorted(cand, key=lambda x: (-x[0], x[1], x[2]))[: max(room, 0)],
-                key=lambda x: (x[1], x[2]))
-            if not take: break
-            n_kids = {}
-            # a prefix of u's ranks: scores fall with the rank
-            for _, u, j in take: n_kids[u] = j + 1
-            new = []
-            for u, c in n_kids.items():  # decided for the whole level above; now the draws
-                if sampling.greedy: pick = logits[u].topk(c).indices
-                else:
-                    pick = draw_distinct(dist[u], c, generator)
-                    q[u] = dist[u]
-                # head index, token id
-                for j, (x, t) in enumerate(zip(pick.tolist(), dr._tokens(pick).tolist())):
-                    paths.append(paths[u] + (j,)); toks.append(t)
-                    P.append(P[u] * float(dist[u][x]))
-                    new.append(len(paths) - 1)
+            n_kids, dist = self._children(t, level, d, sampling)
+            if not n_kids: break
+            new = self._draw(t, n_kids, dist, sampling, generator)
             if d + 1 == cfg.max_draft_length: break
-            # the next level's nodes that can have children (s = 1: the most a child's probability
-            # can be) get a forward
-            one = torch.ones(1)
-            level = [
-                v
-                for v in new
-                if _n_children(cfg, tau, d + 1, all(x == 0 for x in paths[v]), P[v], one)[0] > 0]
+            level = self._expandable(t, new, d + 1)
             if not level: break
-            _use_tree(dr, compile_tree(tuple(paths[1:])), prefix)
-            lg = dr.node_logits(level, torch.tensor(toks), n).float().cpu()  # (len(level), S)
-            for i, v in enumerate(level): logits[v] = lg[i]
-        tree = compile_tree(tuple(paths[1:]))
-        if tree.paths != tuple(paths[1:]):
+            _use_tree(dr, compile_tree(tuple(t.paths[1:])), prefix)
+            lg = dr.node_logits(level, torch.tensor(t.toks), len(context)).float().cpu()
+            for i, v in enumerate(level): t.logits[v] = lg[i]  # (len(level), S)
+        return self._draft(t, sampling)
+
+    def _children(self, t:_Growth, level:list[int], d:int, sampling) -> tuple[dict, dict]:
+        """How many children each node of `level` (depth `d`) gets, decided for the whole level
+        before any is drawn: `({node: children} of those that get some, in node order, {node: (S,)
+        the draft's distribution there})`."""
+        cfg, cand, dist = self.cfg, [], {}  # cand: (score, u, rank) of every child it could get
+        for u in level:
+            lu = t.logits[u]
+            du = dist[u] = lu.softmax(-1) if sampling.greedy else probs(lu, sampling)  # (S,)
+            # top-k / top-p may leave fewer tokens than max_width
+            s = du.topk(min(cfg.max_width, int((du > 0).sum()))).values
+            c, forced = _n_children(cfg, self.threshold, d, t.backbone(u), t.P[u], s)
+            cand += [(float("inf") if forced and j == 0 else t.P[u] * float(s[j]), u, j)
+                     for j in range(c)]
+        chain = cfg.min_draft_length if cfg.dynamic_length else cfg.max_draft_length
+        # keep room for the backbone still to come
+        room = cfg.max_nodes - len(t.paths) - max(0, chain - d - 1)
+        best = sorted(cand, key=lambda x: (-x[0], x[1], x[2]))[: max(room, 0)]
+        # a prefix of u's ranks (scores fall with the rank): its last kept rank says how many
+        return {u: j + 1 for _, u, j in sorted(best, key=lambda x: (x[1], x[2]))}, dist
+
+    def _draw(self, t:_Growth, n_kids:dict, dist:dict, sampling, generator) -> list[int]:
+        """Each node's children added to `t` (greedy: the top tokens; sampled: drawn without
+        replacement from its q); returns the new nodes."""
+        new = []
+        for u, c in n_kids.items():
+            if sampling.greedy: pick = t.logits[u].topk(c).indices
+            else:
+                pick = draw_distinct(dist[u], c, generator)
+                t.q[u] = dist[u]
+            # head index, token id
+            for j, (x, tok) in enumerate(zip(pick.tolist(), self.inner._tokens(pick).tolist())):
+                t.paths.append(t.paths[u] + (j,)); t.toks.append(tok)
+                t.P.append(t.P[u] * float(dist[u][x]))
+                new.append(len(t.paths) - 1)
+        return new
+
+    def _expandable(self, t:_Growth, new:list[int], d:int) -> list[int]:
+        """The nodes of `new` (depth `d`) that can have children, with s = 1 (the most a child's
+        probability can be): they get a forward."""
+        one = torch.ones(1)
+        return [v for v in new
+                if _n_children(self.cfg, self.threshold, d, t.backbone(v), t.P[v], one)[0] > 0]
+
+    def _draft(self, t:_Growth, sampling) -> Draft:
+        "The grown tree as a `Draft`, with q (N, V) under sampling (zero outside the vocabulary)."
+        dr, tree = self.inner, compile_tree(tuple(t.paths[1:]))
+        if tree.paths != tuple(t.paths[1:]):
             raise RuntimeError("The adaptive tree's node order is not compile_tree's.")
         Q = None
         if not sampling.greedy:
             # (N, V): zero outside the draft's vocabulary, rows of leaves unused
             Q = torch.zeros(tree.n_nodes, dr.V)
-            for u, qu in q.items():
+            for u, qu in t.q.items():
                 if dr.vocab is None: Q[u] = qu
                 else: Q[u, dr.vocab] = qu
         self._last.update(nodes=tree.n_nodes, depth=tree.max_depth)
-        return Draft(tree, torch.tensor(toks), Q)
+        return Draft(tree, torch.tensor(t.toks), Q)
 
     def accepted(self, n_drafted, n_accepted):
         """Record the round in `history` and move the threshold (see *How the threshold follows the

@@ -9,6 +9,7 @@ import torch
 from pathlib import Path
 from .build import (
     draft_int4_on, draft_int8_on, exact_int4_on, exact_int8_on, half_int4_on, head_argmax_on)
+from ..util import kept
 
 # %% auto #0
 __all__ = ['INT8_GROUP', 'HALF_CODES', 'int8_groups', 'groups_fit', 'exact_q8', 'dequantize_q8', 'pack_q4', 'unpack_q4',
@@ -110,28 +111,28 @@ def _kept(l, name:str, make,
           codes:tuple=(0,), # the weights' `float_code`s taken (0: fp32)
          ) -> tuple|None:
     """`make(weight)` for an `nn.Linear` on the CPU whose weight is fp32 (or of `codes`), made once
-    and kept in the module's `__dict__[name]` while the weight keeps its storage and version; None
-    for anything else."""
+    and kept (`kept(l, "copies")[name]`, flashspec's registry) while the weight keeps its storage
+    and version; None for anything else."""
     w = getattr(l, "weight", None)
     if type(l) is not torch.nn.Linear or float_code(w) not in codes: return None
     if (key := _key(w)) is None: return None
-    held = l.__dict__.get(name)
-    if held is None or held[0] != key: held = l.__dict__[name] = (key, make(w))
-    return held[1]
+    copies = kept(l, "copies")
+    if name not in copies or copies[name][0] != key: copies[name] = (key, make(w))
+    return copies[name][1]
 
 def int8_copy(l) -> tuple|None:
     """`(q (N, K) int8, s, o (N, K // G))` for an fp32 `nn.Linear` on the CPU whose weight an int8
     grid holds bit for bit (`exact_q8`, 08_quant), else None: `rows_mm_q8` over it sums the same
     products in the same order as `rows_mm` over the weight, reading about a third of the bytes.
     Made once, kept with the module while the weight keeps its storage and version."""
-    return _kept(l, "_flashspec_int8", exact_q8) if exact_int8_on() else None
+    return _kept(l, "int8", exact_q8) if exact_int8_on() else None
 
 def _from_copy(l, name:str, c:tuple, make) -> tuple|None:
-    """`make(*c)` for the module's int8 copy `c`, made once and kept in `l.__dict__[name]` while
-    that copy stands (the copy is made anew when the weight changes)."""
-    held = l.__dict__.get(name)
-    if held is None or held[0] is not c: held = l.__dict__[name] = (c, make(*c))
-    return held[1]
+    """`make(*c)` for the module's int8 copy `c`, made once and kept (`kept(l, "copies")[name]`)
+    while that copy stands (the copy is made anew when the weight changes)."""
+    copies = kept(l, "copies")
+    if name not in copies or copies[name][0] is not c: copies[name] = (c, make(*c))
+    return copies[name][1]
 
 def int4_copy(l) -> tuple|None:
     """`(q (N, K // 2) uint8, s, o)`: `int8_copy(l)` packed two weights a byte (`pack_q4`) where all
@@ -141,7 +142,7 @@ def int4_copy(l) -> tuple|None:
     def pack(q, s, o):
         fits = (q.shape[1] // s.shape[1]) % 32 == 0 and int(q.min()) >= 0 and int(q.max()) <= 15
         return (pack_q4(q), s, o) if fits else None
-    return None if c is None else _from_copy(l, "_flashspec_int4", c, pack)
+    return None if c is None else _from_copy(l, "int4", c, pack)
 
 def draft_int8_copy(l) -> tuple|None:
     """`(q (N, K) int8, s, o (N, K // 32))` of an fp32 `nn.Linear` on the CPU, the nearest of
@@ -151,7 +152,7 @@ def draft_int8_copy(l) -> tuple|None:
     version; None where it does not apply."""
     w = getattr(l, "weight", None)
     if not draft_int8_on() or w is None or w.dim() != 2 or w.shape[1] % 32: return None
-    return _kept(l, "_flashspec_draft_int8", _nearest_q8)
+    return _kept(l, "draft_int8", _nearest_q8)
 
 def draft_int4_copy(l) -> tuple|None:
     """`(q (N, K // 2) uint8, s, o (N, K // 32))` (`pack_q4`) of an fp32 `nn.Linear` on the CPU:
@@ -161,7 +162,7 @@ def draft_int4_copy(l) -> tuple|None:
     not apply."""
     w = getattr(l, "weight", None)
     if not draft_int4_on() or w is None or w.dim() != 2 or w.shape[1] % 32: return None
-    return _kept(l, "_flashspec_draft_int4", nearest_q4)
+    return _kept(l, "draft_int4", nearest_q4)
 
 def draft_copy(l) -> tuple|None:
     "A drafter's copy of `l`: `draft_int4_copy`, else `draft_int8_copy`, else None (fp32)."
@@ -202,7 +203,7 @@ def argmax_copy(l) -> tuple|None:
     def bound(q, s, o):
         ok = q.shape[1] % 64 == 0 and s.shape[1] * 32 == q.shape[1] and not bool(o.any())
         return (q, s, o, *_bounds(q, s)) if ok else None
-    return _from_copy(l, "_flashspec_argmax", c, bound)
+    return _from_copy(l, "argmax", c, bound)
 
 # %% ../../nbs/06a_formats.ipynb #hf000002
 _HALF_CODES = (16, 17)  # `float_code`'s bf16 and fp16
@@ -267,7 +268,7 @@ def half_grids(model:torch.nn.Module, # bf16 or fp16 `nn.Linear` layers on the C
         if not torch.equal(dequantize_q8(q, s, o, w.dtype).view(torch.int16),
                            w.detach().view(torch.int16)):
             continue
-        l.__dict__["_flashspec_half4"] = (key, (pack_q4(q), s, o)); n += 1
+        kept(l, "copies")["half4"] = (key, (pack_q4(q), s, o)); n += 1
     return n
 
 def half_int4_copy(l) -> tuple|None:
@@ -275,7 +276,7 @@ def half_int4_copy(l) -> tuple|None:
     gave a grid, while its weight keeps the storage and version it had then, else None: each grid
     value `q · s + o` rounded to the weight's dtype is the weight, so `rows_mm_q4h` over it sums
     the same products as `rows_mm_h` over the weight, reading about a quarter of the bytes."""
-    held = l.__dict__.get("_flashspec_half4")
+    held = kept(l, "copies").get("half4")
     if held is None or type(l) is not torch.nn.Linear or not half_int4_on(): return None
     return held[1] if held[0] == _half_key(getattr(l, "weight", None)) else None
 
@@ -289,7 +290,7 @@ def half_argmax_copy(l) -> tuple|None:
     if (not head_argmax_on() or getattr(l, "bias", None) is not None or w is None
             or w.dim() != 2 or w.shape[1] % 64):
         return None
-    return _kept(l, "_flashspec_half_argmax", _argmax_grid, _HALF_CODES)
+    return _kept(l, "half_argmax", _argmax_grid, _HALF_CODES)
 
 def _argmax_grid(w:torch.Tensor) -> tuple: # (N, K) 16-bit, K a multiple of 64
     "`half_argmax_copy`'s `(q, s, o, cn, rs, en)` of `w`."

@@ -40,6 +40,89 @@ def _product(l) -> tuple|None:
         return None
     return (q, l.scales, l.offsets)
 
+# %% ../../nbs/06c_layers.ipynb #kl000004s2
+def _norms_fit(norms:list, fmt:int|None) -> bool:
+    """Whether every norm is an RMS norm C runs (`LAYER_NORMS`, with its `variance_epsilon`) whose
+    weight is of the layer's float format `fmt` (`float_code`)."""
+    return all(type(x).__name__ in LAYER_NORMS and hasattr(x, "variance_epsilon")
+               and float_code(x.weight) == fmt for x in norms)
+
+def _group(l, p:tuple) -> int:
+    "The group size of product `p` of module `l` (`_product`, or a copy's `(q, s, o)`); 0: float."
+    return 0 if p[1] is None else l.in_features // p[1].shape[1]
+
+def _products_fit(mods:list, prods:list, fmt:int|None) -> bool:
+    """Whether C runs every product: each one it knows (`_product`, or a copy), the float weights
+    all of the layer's format `fmt` (its norms'), and all float or all int8 (or 4-bit) in groups
+    of one size."""
+    return (all(p is not None for p in prods)
+            and all(p[1] is not None or float_code(p[0]) == fmt for p in prods)
+            and len({_group(l, p) for l, p in zip(mods, prods)}) == 1)
+
+def _biases_fit(att:list, mlp:list, fmt:int|None) -> bool:
+    "Whether only q, k, v and o have biases, each of the layer's float format `fmt`."
+    return (all(l.bias is None or float_code(l.bias) == fmt for l in att)
+            and all(l.bias is None for l in mlp))
+
+def _one_eps(norms:list) -> bool:
+    "Whether all the norms add one eps (C reads one)."
+    return len({x.variance_epsilon for x in norms}) == 1
+
+def _widths_fit(att:list, mlp:list, din:int) -> bool:
+    """Whether the products' widths make one layer: q, k and v reading `din` features, v as wide as
+    k, o reading q's, gate and up of one width that down reads, and down writing o's."""
+    (q, k, v, o), (g, u, dn) = att, mlp
+    d, I = o.out_features, g.out_features
+    return ((q.in_features, k.in_features, v.in_features) == (din,) * 3
+            and v.out_features == k.out_features and o.in_features == q.out_features
+            and (u.out_features, dn.in_features, dn.out_features) == (I, I, d))
+
+def _heads_fit(q, k, hd:int, head_norms:tuple) -> bool:
+    """Whether q and k are whole heads of an even `hd`, the query heads a whole multiple of the key
+    heads, and each head norm (`head_norms`) `hd` wide."""
+    if not hd or hd % 2 or q.out_features % hd or k.out_features % hd: return False
+    return ((q.out_features // hd) % (k.out_features // hd) == 0
+            and all(tuple(x.weight.shape) == (hd,) for x in head_norms))
+
+# %% ../../nbs/06c_layers.ipynb #kl000004s4
+def _half_copies(fmt:int) -> tuple:
+    """The copies a 16-bit layer (`fmt` 16: bf16, 17: fp16) tries: its 4-bit grids
+    (`half_int4_copy`; C's Q4_BF16, 20, or Q4_F16, 21) only where the kernel picks 4-bit weights
+    from a table (AVX-512); else none: reading the 16-bit weights is faster (07a_half)."""
+    table = rows_kernel() is not None and rows_kernel().q4_table
+    return ((half_int4_copy, fmt + 4),) if table else ()
+
+def _copy_all(copy, mods:list) -> list|None:
+    "`copy` of every module, or None where one has none (the first without one ends the search)."
+    got = []
+    for l in mods:
+        if (c := copy(l)) is None: return None
+        got.append(c)
+    return got
+
+def _products(mods:list, copies:tuple) -> tuple:
+    """`(products, bits, copied)` of the modules: the copies of the first of `copies` (`(copy,
+    bits)`) that has one for every module, else each one's own product (`_product`: bits 8)."""
+    own = [_product(l) for l in mods]
+    for copy, bits in copies:
+        if (got := _copy_all(copy, mods)) is not None: return got, bits, True
+    return own, 8, False
+
+def _c_weights(norm_in, norm_post, prods:list, head_norms:tuple) -> tuple:
+    """The C layer's weights `w` (11: the input norm, q, k, v, o, the post norm, gate, up, down, the
+    two head norms or None), and each product's scales `qs` and offsets `qo` (9, indexed as `w`;
+    None where there are none)."""
+    pw = [None, *prods[:4], None, *prods[4:]]  # indexed as the C layer's w
+    ws = [norm_in.weight, *(p[0] for p in pw[1:5]), norm_post.weight, *(p[0] for p in pw[6:])]
+    heads = [x.weight for x in head_norms] or [None, None]  # (C's w[9], w[10])
+    return (ws + heads, [None if p is None else p[1] for p in pw],
+            [None if p is None else p[2] for p in pw])
+
+def _addresses(n:int, ts) -> ctypes.Array:
+    "A C array of `n` addresses: the tensors `ts`' (None: a null pointer)."
+    return (ctypes.c_void_p * n)(*(None if t is None else t.data_ptr() for t in ts))
+
+# %% ../../nbs/06c_layers.ipynb #kl000004s5
 def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
           hidden_norm=None,
           head_norms:tuple=(), # Qwen3's `(q_norm, k_norm)`: each head's query and key normed
@@ -54,69 +137,37 @@ def _pack(norm_in, att:list, norm_post, mlp:list, hd:int, scale:float,
     the 4-bit grids its weights were rounded from where all have one and the kernel picks 4-bit
     weights from a table (`half_int4_copy`: `bits` 20 or 21), else over the module's own weights;
     `dtype` says which."""
-    norms = [norm_in, norm_post] + ([hidden_norm] if hidden_norm is not None else [])
-    norms += list(head_norms)
+    feature = () if hidden_norm is None else (hidden_norm,)
+    norms = [norm_in, norm_post, *feature, *head_norms]
     fmt = float_code(getattr(norm_in, "weight", None))  # 0: fp32, 16: bf16, 17: fp16
     if fmt:  # a decoder layer's 16-bit weights, or their grids (their dtypes checked below)
-        if hidden_norm is not None or any(type(l) is not torch.nn.Linear for l in att + mlp):
-            return None
-        # C's Q4_BF16 (20), Q4_F16 (21); only where 4-bit weights are picked from a table (AVX-512):
-        # else reading the 16-bit weights is faster (07a_half)
-        table = rows_kernel() is not None and rows_kernel().q4_table
-        copies = ((half_int4_copy, fmt + 4),) if table else ()
-    prods, bits, copied = [_product(l) for l in att + mlp], 8, False
-    for copy, b in copies:
-        copies = []
-        for l in att + mlp:
-            if (c := copy(l)) is None: break  # all or none (the first without one ends it)
-            copies.append(c)
-        if len(copies) == len(prods):
-            prods, bits, copied = copies, b, True
-            break
-    if (any(type(x).__name__ not in LAYER_NORMS or not hasattr(x, "variance_epsilon")
-            or float_code(x.weight) != fmt for x in norms)
-            or any(p is None for p in prods)
-            # float weights all of the layer's dtype (its norms'), and
-            or any(p[1] is None and float_code(p[0]) != fmt for p in prods)
-            # all fp32, or all int8 (or 4-bit) in groups of one size
-            or len({0 if p[1] is None else l.in_features // p[1].shape[1]
-                    for l, p in zip(att + mlp, prods)}) != 1
-            or any(l.bias is not None and float_code(l.bias) != fmt for l in att)
-            or any(l.bias is not None for l in mlp)
-            or len({x.variance_epsilon for x in norms}) != 1):
+        if feature or any(type(l) is not torch.nn.Linear for l in att + mlp): return None
+    prods, bits, copied = _products(att + mlp, _half_copies(fmt) if fmt else copies)
+    if not (_norms_fit(norms, fmt) and _products_fit(att + mlp, prods, fmt)
+            and _biases_fit(att, mlp, fmt) and _one_eps(norms)):
         return None
-    (q, k, v, o), (g, u, dn) = att, mlp
-    d, I = o.out_features, g.out_features
-    din = 2 * d if hidden_norm is not None else d
-    if (not hd or hd % 2 or q.out_features % hd or k.out_features % hd
-            or (q.in_features, k.in_features, v.in_features) != (din,) * 3
-            or v.out_features != k.out_features or o.in_features != q.out_features
-            or (u.out_features, dn.in_features, dn.out_features) != (I, I, d)):
+    (q, k, _, o), g = att, mlp[0]
+    d = o.out_features
+    if not (_widths_fit(att, mlp, 2 * d if feature else d) and _heads_fit(q, k, hd, head_norms)):
         return None
-    H, Hkv = q.out_features // hd, k.out_features // hd
-    if H % Hkv or any(tuple(x.weight.shape) != (hd,) for x in head_norms): return None
-    pw = [None, *prods[:4], None, *prods[4:]]  # indexed as the C layer's w
-    ws = [norm_in.weight, *(p[0] for p in pw[1:5]), norm_post.weight, *(p[0] for p in pw[6:])]
-    P = ctypes.c_void_p
-    G = 0 if prods[0][1] is None else q.in_features // prods[0][1].shape[1]  # 0: fp32
-    qs = [None if p is None else p[1] for p in pw]
-    qo = [None if p is None else p[2] for p in pw]
-    ws += [x.weight for x in head_norms] or [None, None]  # (C's w[9], w[10])
-    keep = ws + [l.bias for l in att] + ([hidden_norm.weight] if hidden_norm is not None else [])
-    keep = tuple(t for t in keep + qs + qo if t is not None)
+    ws, qs, qo = _c_weights(norm_in, norm_post, prods, head_norms)
+    G = _group(q, prods[0])  # 0: fp32
+    keep = tuple(t for t in (*ws, *(l.bias for l in att), *(x.weight for x in feature), *qs, *qo)
+                 if t is not None)
     return dict(
-        w=(P * 11)(*(None if t is None else t.data_ptr() for t in ws)),
-        qs=(P * 9)(*(None if t is None else t.data_ptr() for t in qs)) if G else None,
-        qo=(P * 9)(*(None if t is None else t.data_ptr() for t in qo)) if G else None, G=G,
+        w=_addresses(11, ws), qs=_addresses(9, qs) if G else None,
+        qo=_addresses(9, qo) if G else None, G=G,
         bits=bits if copied else fmt or bits, fmt=fmt, dtype=norm_in.weight.dtype,
-        b=(P * 4)(*(None if l.bias is None else l.bias.data_ptr() for l in att)),
+        b=_addresses(4, (l.bias for l in att)),
         hn=None if hidden_norm is None else hidden_norm.weight.data_ptr(),
         keep=keep, ptrs=tuple(t.data_ptr() for t in keep), # what is addressed
         # the fp32 weights int8 copies stand for, and their versions (an in-place change)
         src=tuple(l.weight for l in att + mlp) if copied else (),
         versions=tuple(l.weight._version for l in att + mlp) if copied else (),
-        eps=float(norm_in.variance_epsilon), scale=float(scale), d=d, I=I, H=H, Hkv=Hkv, hd=hd)
+        eps=float(norm_in.variance_epsilon), scale=float(scale), d=d, I=g.out_features,
+        H=q.out_features // hd, Hkv=k.out_features // hd, hd=hd)
 
+# %% ../../nbs/06c_layers.ipynb #kl000004s6
 def layer_args(layer) -> dict|None:
     """What `llama_layer` needs of a Hugging Face decoder layer, read once: its weights' and biases'
     addresses (the module's own tensors: fp32, their exact 4-bit or int8 copies where all have one,

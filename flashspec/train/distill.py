@@ -12,6 +12,7 @@ import pickle
 import time
 import torch
 import torch.nn.functional as F
+from functools import partial
 from pathlib import Path
 from ..drafters.slice import trainable_names, trainable_parameters
 from ..drafters.weights import save_draft_weights
@@ -214,7 +215,7 @@ def _check_resume(ck:Path, st:dict, names:list, settings:dict):
             " it would mix two runs. Rerun with its settings, or use a fresh --out.")
 
 
-# %% ../../nbs/13a_distill.ipynb #6ea09d22
+# %% ../../nbs/13a_distill.ipynb #13a_tr0
 def _all_mean(ts:list, n:int, broadcast:bool=False) -> list:
     "`ts` made the same in all `n` processes, in place: their mean (or rank 0's, `broadcast`)."
     if n == 1: return ts
@@ -224,38 +225,10 @@ def _all_mean(ts:list, n:int, broadcast:bool=False) -> list:
         else: dist.all_reduce(t); t /= n  # sum over processes / n
     return ts
 
-def train_draft(draft, # the draft; only its `requires_grad` parameters train
-                data, # a `datasets` Dataset (or list of rows) from `make_distill_data`
-                # folder for `checkpoint.pt` and `draft.safetensors`; resumes from a checkpoint
-                # there
-                out:str|Path,
-                steps:int=1000, batch_size:int=8, lr:float=3e-4, warmup:int=50,
-                weight_decay:float=0.0,
-                w_ce:float=1.0, w_kd:float=1.0, T:float=1.0,
-                target=None, # for dense KD when `data` has no cached top-k
-                ckpt_every:int=100, # steps between atomic checkpoints
-                seed:int=0, mixed_precision:str="no", # "no" or "bf16" (through accelerate)
-                meta:dict|None=None, # extra metadata stored with the weights
-                vocab=None, # a vocabulary subset saved with the weights (see `frequent_tokens`)
-                # called as on_step(step, loss_dict) after each step
-                progress:bool=True, on_step=None,
-                # `step_fn(model, rows, device) -> (loss, parts)` for other designs (default: the
-                # slice's loss)
-                step_fn=None,
-                # seconds: the LR anneals by then; stop after the step reaching it, save (rank 0's
-                # clock decides for all processes)
-                time_limit:float|None=None,
-                # further settings the result depends on (e.g. a design's loss options): a resumed
-                # run must have the same
-                settings:dict|None=None,
-               ) -> list[dict]:
-    """Train the draft's trainable parameters with accelerate, on the device the draft is on;
-    returns the log (one dict per step, resumed ones included). A checkpoint in `out` is resumed
-    only if it is plain data written by a run with the same settings and data, at or before `steps`
-    (at `steps`: a finished run, nothing trains again)."""
+# %% ../../nbs/13a_distill.ipynb #13a_tr1
+def _accelerator(draft, mixed_precision:str):
+    "An `Accelerator` where the draft lives (a notebook's earlier one of another kind reset first)."
     from accelerate import Accelerator
-    from tqdm.auto import tqdm
-    out = Path(out); out.mkdir(parents=True, exist_ok=True)
     from accelerate.state import AcceleratorState
     # train where the draft (and the target it reads) lives
     cpu = next(draft.parameters()).device.type != "cuda"
@@ -263,52 +236,111 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
                                            or (AcceleratorState().device.type != "cuda") != cpu):
         # one process, a second run with another precision or device (a notebook)
         AcceleratorState._reset_state()
-    acc = Accelerator(mixed_precision=mixed_precision, cpu=cpu)
+    return Accelerator(mixed_precision=mixed_precision, cpu=cpu)
+
+# %% ../../nbs/13a_distill.ipynb #13a_tr2
+def _trainable(draft) -> tuple[list, list]:
+    "The names of the draft's trainable parameters and the parameters; refused if one is tied."
     names = trainable_names(draft)
     params = [p for n, p in draft.named_parameters() if p.requires_grad]
     if {id(p) for p in params} != {id(p) for p in trainable_parameters(draft)}:
         raise ValueError("A trainable parameter is tied to another one; untie or freeze it.")
+    return names, params
+
+# %% ../../nbs/13a_distill.ipynb #13a_tr3
+def _make_optimizer(params:list, lr:float, weight_decay:float, steps:int, warmup:int) -> tuple:
+    "AdamW, its schedule, the schedule's factor `base(step)` and the `clock` the schedule reads."
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     # with a time limit the schedule is at the later of the step and the clock (the share of the
     # time limit used, as a step of `steps`): the learning rate reaches zero by the limit however
     # many steps fit before it
     base, clock = _lr_lambda(steps, warmup), [0]
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: base(max(s, clock[0])))
-    start, ck, log = 0, out/"checkpoint.pt", []
-    # what the result depends on besides the initial weights: a checkpoint of other settings or
-    # data is not resumed
-    settings = dict(
-        settings or {}, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup,
-        weight_decay=weight_decay, w_ce=w_ce, w_kd=w_kd, T=T, seed=seed,
-        mixed_precision=mixed_precision, processes=acc.num_processes,
-        vocab=None if vocab is None else _ids_hash(vocab),
+    return opt, sched, base, clock
+
+# %% ../../nbs/13a_distill.ipynb #13a_tr4
+def _run_inputs(acc, vocab, target, data) -> dict:
+    "The settings of a run besides its options: its processes and its vocabulary, target and data."
+    return dict(
+        processes=acc.num_processes, vocab=None if vocab is None else _ids_hash(vocab),
         kd_target=None if target is None else target_fingerprint(target),
         data=data_fingerprint(data))
-    if ck.exists():
-        st = _read_checkpoint(ck)
-        _check_resume(ck, st, names, settings)
-        with torch.no_grad():
-            for n, p in zip(names, params): p.copy_(st["weights"][n])
-        opt.load_state_dict(st["opt"])
-        sched.load_state_dict(st["sched"])
-        start, log = st["step"], st["log"]
-        # this run's clock: anew
-        for g, lr0 in zip(opt.param_groups, sched.base_lrs): g["lr"] = lr0 * base(start)
-    # the losses call the draft's own modules, not a wrapper's forward, so no DDP: the processes
-    # start from rank 0's weights and average their gradients after each backward (`_all_mean`)
-    opt = acc.prepare(opt)
-    _all_mean([p.data for p in params], acc.num_processes, broadcast=True)
+
+# %% ../../nbs/13a_distill.ipynb #13a_tr5
+def _resume(ck:Path, names:list, params:list, opt, sched, base, settings:dict) -> tuple:
+    "(step, log) of the checkpoint `ck`, its weights and optimizer loaded; (0, []) if none."
+    if not ck.exists(): return 0, []
+    st = _read_checkpoint(ck)
+    _check_resume(ck, st, names, settings)
+    with torch.no_grad():
+        for n, p in zip(names, params): p.copy_(st["weights"][n])
+    opt.load_state_dict(st["opt"])
+    sched.load_state_dict(st["sched"])
+    # this run's clock: anew
+    for g, lr0 in zip(opt.param_groups, sched.base_lrs): g["lr"] = lr0 * base(st["step"])
+    return st["step"], st["log"]
+
+# %% ../../nbs/13a_distill.ipynb #13a_tr6
+def _save_checkpoint(acc, ck:Path, names:list, params:list, opt, sched, log:list, settings:dict,
+                     step:int):
+    "Rank 0 writes the checkpoint of `step` atomically, the other processes waiting for it."
+    if acc.is_main_process:
+        w = {k: p.detach().cpu().clone() for k, p in zip(names, params)}
+        state = dict(
+            step=step, names=names, weights=w, opt=opt.state_dict(), sched=sched.state_dict(),
+            log=log, settings=settings)
+        atomic_write(ck, lambda tmp: torch.save(state, tmp))
+    acc.wait_for_everyone()
+
+# %% ../../nbs/13a_distill.ipynb #13a_tr7
+def _batch_rows(step:int, n:int, batch_size:int, seed:int, rank:int, world:int) -> list:
+    "This process's rows of a step's global batch: each epoch a seeded permutation of the `n` rows."
+    per_epoch = max(1, n // (batch_size * world))
+    epoch, k = divmod(step, per_epoch)
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100003 + epoch))
+    chunk = perm[k * batch_size * world:(k + 1) * batch_size * world]
+    # this process's share of the global batch
+    return chunk[rank::world].tolist()
+
+# %% ../../nbs/13a_distill.ipynb #13a_tr8
+def _slice_loss(draft, rows:list, device, target=None, w_ce:float=1.0, w_kd:float=1.0,
+                T:float=1.0) -> tuple:
+    "The default `step_fn`: `step_loss` of `rows` collated onto `device`, with its parts."
+    batch = {k: v.to(device) for k, v in collate(rows).items()}
+    return step_loss(draft, batch, target, w_ce, w_kd, T, parts=True)
+
+# %% ../../nbs/13a_distill.ipynb #13a_tr9
+def _sync_grads(params:list, n:int):
+    "The gradients averaged over the `n` processes (one process: left as they are)."
+    if n == 1: return
+    for p in params:  # a parameter this process's share did not reach: a zero gradient
+        if p.grad is None: p.grad = torch.zeros_like(p)
+    _all_mean([p.grad for p in params], n)
+
+def _clock_says(acc, when:torch.Tensor, t0:float, time_limit:float, steps:int) -> tuple:
+    "Rank 0's clock, sent to all: (the planned step it has reached, whether to stop after it)."
+    if acc.is_main_process:
+        e = time.monotonic() - t0  # seconds trained, by rank 0's clock
+        when[0] = steps if time_limit <= 0 else int(steps * min(1.0, e / time_limit))
+        when[1] = int(e >= time_limit)
+    # one small broadcast (none for one process): every rank the same steps, the same rates
+    _all_mean([when], acc.num_processes, broadcast=True)
+    return int(when[0]), bool(when[1])
+
+def _log_record(acc, step:int, loss:torch.Tensor, parts:dict, lr:float) -> dict:
+    "The log's entry of a step: the whole batch's figures (each process's, averaged)."
+    vals = torch.tensor(  # float64: the figures as they were, one process or several
+        [float(loss.detach()), *parts.values()], dtype=torch.float64, device=acc.device)
+    vals = _all_mean([vals], acc.num_processes)[0].tolist()
+    return dict(step=step, loss=vals[0], lr=lr, **dict(zip(parts, vals[1:])))
+
+# %% ../../nbs/13a_distill.ipynb #13a_tr10
+def _train_steps(acc, draft, data, loss_fn, params:list, opt, sched, clock:list, log:list, save,
+                 *, start:int, steps:int, batch_size:int, seed:int, time_limit:float|None,
+                 ckpt_every:int, on_step, progress:bool) -> int:
+    "Steps `start` to `steps`, logged and checkpointed (`save`); the steps done (fewer if stopped)."
+    from tqdm.auto import tqdm
     n = len(data)
-    per_epoch = max(1, n // (batch_size * acc.num_processes))
-    def save(step):
-        if acc.is_main_process:
-            w = {k: p.detach().cpu().clone() for k, p in zip(names, params)}
-            state = dict(
-                step=step, names=names, weights=w, opt=opt.state_dict(), sched=sched.state_dict(),
-                log=log, settings=settings)
-            atomic_write(ck, lambda tmp: torch.save(state, tmp))
-        acc.wait_for_everyone()
-    draft.train()
     # `done`: the steps the saved weights have, fewer if the time limit stops it (a finished run
     # resumed: its own)
     t0, done, late = time.monotonic(), max(steps, start), False
@@ -318,37 +350,13 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
     bar = tqdm(
         total=steps, initial=start, desc="distill", disable=not (progress and acc.is_main_process))
     for step in range(start, steps):
-        epoch, k = divmod(step, per_epoch)
-        perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100003 + epoch))
-        chunk = perm[k * batch_size * acc.num_processes:(k + 1) * batch_size * acc.num_processes]
-        # this process's share of the global batch
-        mine = chunk[acc.process_index::acc.num_processes].tolist()
-        with acc.autocast():
-            if step_fn is not None:
-                loss, parts = step_fn(draft, [data[i] for i in mine], acc.device)
-            else:
-                batch = {kk: v.to(acc.device) for kk, v in collate([data[i] for i in mine]).items()}
-                loss, parts = step_loss(draft, batch, target, w_ce, w_kd, T, parts=True)
+        mine = _batch_rows(step, n, batch_size, seed, acc.process_index, acc.num_processes)
+        with acc.autocast(): loss, parts = loss_fn(draft, [data[i] for i in mine], acc.device)
         acc.backward(loss)
-        if acc.num_processes > 1:
-            for p in params:  # a parameter this process's share did not reach: a zero gradient
-                if p.grad is None: p.grad = torch.zeros_like(p)
-            _all_mean([p.grad for p in params], acc.num_processes)
-        if time_limit is not None:
-            if acc.is_main_process:
-                e = time.monotonic() - t0  # seconds trained, by rank 0's clock
-                when[0] = steps if time_limit <= 0 else int(steps * min(1.0, e / time_limit))
-                when[1] = int(e >= time_limit)
-            # one small broadcast (none for one process): every rank the same steps, the same rates
-            _all_mean([when], acc.num_processes, broadcast=True)
-            clock[0], late = int(when[0]), bool(when[1])
+        _sync_grads(params, acc.num_processes)
+        if time_limit is not None: clock[0], late = _clock_says(acc, when, t0, time_limit, steps)
         opt.step(); sched.step(); opt.zero_grad(set_to_none=True)
-        # the log: the whole batch's figures (each process's, averaged)
-        vals = torch.tensor(  # float64: the figures as they were, one process or several
-            [float(loss.detach()), *parts.values()], dtype=torch.float64, device=acc.device)
-        vals = _all_mean([vals], acc.num_processes)[0].tolist()
-        rec = dict(
-            step=step + 1, loss=vals[0], lr=sched.get_last_lr()[0], **dict(zip(parts, vals[1:])))
+        rec = _log_record(acc, step + 1, loss, parts, sched.get_last_lr()[0])
         log.append(rec)
         bar.update(1)
         bar.set_postfix(loss=f"{rec['loss']:.3f}", ce=f"{parts['ce']:.3f}", kl=f"{parts['kl']:.3f}")
@@ -363,17 +371,75 @@ def train_draft(draft, # the draft; only its `requires_grad` parameters train
     # a finished run resumed: its checkpoint written again (the same state), which clears the
     # temporaries a run killed while writing it left
     if start >= steps: save(start)
+    return done
+
+# %% ../../nbs/13a_distill.ipynb #13a_tr11
+def _save_draft(acc, draft, path:Path, names:list, meta:dict|None, vocab, **info):
+    "Rank 0 saves the trained weights with their metadata (`meta`, then `info`); all wait for it."
     draft.eval()
     if acc.is_main_process:
         save_draft_weights(
-            draft,
-            out / "draft.safetensors",
-            dict(
-                meta or {}, n_layers=draft.config.num_hidden_layers, trainable=json.dumps(names),
-                steps=done, planned_steps=steps, batch_size=batch_size, lr=lr, w_ce=w_ce, w_kd=w_kd,
-                T=T, seed=seed),
+            draft, path,
+            dict(meta or {}, n_layers=draft.config.num_hidden_layers, trainable=json.dumps(names),
+                 **info),
             vocab=vocab)
     acc.wait_for_everyone()  # every process returns once the weights are saved
+
+# %% ../../nbs/13a_distill.ipynb #6ea09d22
+def train_draft(draft, # the draft; only its `requires_grad` parameters train
+                data, # a `datasets` Dataset (or list of rows) from `make_distill_data`
+                out:str|Path, # folder of `checkpoint.pt` (resumed) and `draft.safetensors`
+                steps:int=1000, batch_size:int=8, lr:float=3e-4, warmup:int=50,
+                weight_decay:float=0.0,
+                w_ce:float=1.0, w_kd:float=1.0, T:float=1.0,
+                target=None, # for dense KD when `data` has no cached top-k
+                ckpt_every:int=100, # steps between atomic checkpoints
+                seed:int=0, mixed_precision:str="no", # "no" or "bf16" (through accelerate)
+                meta:dict|None=None, # extra metadata stored with the weights
+                vocab=None, # a vocabulary subset saved with the weights (see `frequent_tokens`)
+                progress:bool=True, # a progress bar (rank 0's)
+                on_step=None, # called as on_step(step, loss_dict) after each step
+                # `step_fn(model, rows, device) -> (loss, parts)` for other designs (default: the
+                # slice's loss)
+                step_fn=None,
+                # seconds: the LR anneals by then; stop after the step reaching it, save (rank 0's
+                # clock decides for all processes)
+                time_limit:float|None=None,
+                # further settings the result depends on (e.g. a design's loss options): a resumed
+                # run must have the same
+                settings:dict|None=None,
+               ) -> list[dict]:
+    """Train the draft's trainable parameters with accelerate, on the device the draft is on;
+    returns the log (one dict per step, resumed ones included). A checkpoint in `out` is resumed
+    only if it is plain data written by a run with the same settings and data, at or before `steps`
+    (at `steps`: a finished run, nothing trains again)."""
+    out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    acc = _accelerator(draft, mixed_precision)
+    names, params = _trainable(draft)
+    opt, sched, base, clock = _make_optimizer(params, lr, weight_decay, steps, warmup)
+    ck = out/"checkpoint.pt"
+    # what the result depends on besides the initial weights: a checkpoint of other settings or
+    # data is not resumed
+    settings = dict(
+        settings or {}, steps=steps, batch_size=batch_size, lr=lr, warmup=warmup,
+        weight_decay=weight_decay, w_ce=w_ce, w_kd=w_kd, T=T, seed=seed,
+        mixed_precision=mixed_precision, **_run_inputs(acc, vocab, target, data))
+    start, log = _resume(ck, names, params, opt, sched, base, settings)
+    # the losses call the draft's own modules, not a wrapper's forward, so no DDP: the processes
+    # start from rank 0's weights and average their gradients after each backward (`_all_mean`)
+    opt = acc.prepare(opt)
+    _all_mean([p.data for p in params], acc.num_processes, broadcast=True)
+    save = partial(_save_checkpoint, acc, ck, names, params, opt, sched, log, settings)
+    loss_fn = step_fn if step_fn is not None else partial(
+        _slice_loss, target=target, w_ce=w_ce, w_kd=w_kd, T=T)
+    draft.train()
+    done = _train_steps(
+        acc, draft, data, loss_fn, params, opt, sched, clock, log, save, start=start, steps=steps,
+        batch_size=batch_size, seed=seed, time_limit=time_limit, ckpt_every=ckpt_every,
+        on_step=on_step, progress=progress)
+    _save_draft(
+        acc, draft, out/"draft.safetensors", names, meta, vocab, steps=done, planned_steps=steps,
+        batch_size=batch_size, lr=lr, w_ce=w_ce, w_kd=w_kd, T=T, seed=seed)
     return log
 
 # %% ../../nbs/13a_distill.ipynb #4151fca6s2

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import json
 import time
+from dataclasses import dataclass
 import numpy as np
 import torch
 from pathlib import Path
@@ -124,9 +125,148 @@ def _probe_rate(target, ids:np.ndarray, layers, k:int) -> float:
     return x.shape[1] / max(time.time() - t0, 1e-6)
 
 def _open(path:Path, shape, dtype, mode):
+    "One array of the cache, memory-mapped: made (`w+`, of `shape`) or opened as it is."
     return np.lib.format.open_memmap(
         path, mode=mode, dtype=dtype, shape=shape if mode == "w+" else None)
 
+# %% ../../nbs/13b_features.ipynb #13b_ext1
+def _fingerprint(target) -> str:
+    "The target's fingerprint (`target_fingerprint`), which a cache records in its meta."
+    return target_fingerprint(target)
+
+@dataclass
+class _Plan:
+    "A feature cache's rows of an answers file, where each goes in the cache, and its `meta.json`."
+    offs: np.ndarray  # (R + 1,) the answers file's row offsets
+    src: np.ndarray  # the answers file's tokens
+    rows: np.ndarray  # (n,) the rows taken, in cache order
+    lens: np.ndarray  # (n,) their lengths
+    starts: np.ndarray  # (n + 1,) their offsets in the cache
+    layers: tuple  # the target's layers whose hidden states are the features
+    meta: dict  # source, rows, tokens, layers, k, width, dtype, fingerprint
+
+def _plan(target, kd_path:str|Path, rows:np.ndarray|None, k:int) -> _Plan:
+    "The cache of `rows` of the answers file `kd_path` (default: each conversation's last)."
+    d = np.load(kd_path)
+    # read once: every `d[key]` of an npz reads the array again
+    offs, src = d["offsets"], d["tokens"]
+    rows = (last_rows(offs, d["conv"], _part(d)) if rows is None
+            else np.asarray(rows, dtype=np.int64))
+    lens = offs[rows + 1] - offs[rows]
+    starts = np.concatenate([[0], np.cumsum(lens)])
+    layers = aux_layers(target.config.num_hidden_layers)
+    width = len(layers) * target.config.hidden_size
+    meta = dict(
+        source=str(kd_path), rows=len(rows), tokens=int(starts[-1]), layers=list(layers), k=k,
+        width=width, dtype=str(target.get_output_embeddings().weight.dtype),
+        fingerprint=_fingerprint(target))
+    return _Plan(offs, src, rows, lens, starts, layers, meta)
+
+# %% ../../nbs/13b_features.ipynb #13b_ext2
+def _cache_progress(out:Path, meta:dict) -> tuple:
+    "(whether the cache in `out` is new, its rows done); refused if made with another `meta`."
+    mf, pf = out/"meta.json", out/"progress.json"
+    fresh = not mf.exists()
+    old = {} if fresh else json.loads(mf.read_text())
+    if not fresh and old != meta:
+        diff = [f"{k}: {old.get(k)!r} there, {meta.get(k)!r} now"
+                for k in sorted(set(old) | set(meta)) if old.get(k) != meta.get(k)]
+        raise ValueError(
+            f"{out} holds a cache made with other settings or another target ({'; '.join(diff)});"
+            " use another folder.")
+    if fresh and pf.exists(): pf.unlink()  # another cache's, whose meta is gone
+    done = json.loads(pf.read_text())["rows_done"] if pf.exists() else 0
+    return fresh, done
+
+# %% ../../nbs/13b_features.ipynb #13b_ext3
+def _check_room(target, out:Path, pl:_Plan, done:int, fresh:bool, progress:bool):
+    "Refuse a cache the disk cannot hold, before anything is written; else say its size and time."
+    N, width, k = pl.meta["tokens"], pl.meta["width"], pl.meta["k"]
+    left = N - int(pl.starts[done])
+    need = cache_bytes(left, width, k) + (8 * len(pl.starts) if fresh else 0)
+    free = check_free_space(out, need, "The feature cache", " (--n-prompts, --cap)")
+    if progress and left:
+        r0 = pl.rows[done:done + 64]
+        probe = np.concatenate([pl.src[pl.offs[r]:pl.offs[r + 1]] for r in r0])[:1024]
+        rate = _probe_rate(target, probe, pl.layers, k)
+        again = f" ({done} of {len(pl.rows)} done before)" if done else ""
+        print(f"feature cache: {len(pl.rows) - done} conversations{again}, {left:,} tokens ->"
+              f" {human_bytes(cache_bytes(N, width, k))} in {out} ({human_bytes(free)} free);"
+              f" about {human_seconds(left / rate)} ({rate:,.0f} tokens/s measured)")
+
+# %% ../../nbs/13b_features.ipynb #13b_ext4
+def _open_arrays(out:Path, meta:dict, mode:str) -> dict:
+    "The cache's four arrays, memory-mapped: made (`w+`) or opened to be finished (`r+`)."
+    N, width, k = meta["tokens"], meta["width"], meta["k"]
+    return dict(feats=_open(out/"feats.npy", (N, width), np.uint16, mode),
+                top_ids=_open(out/"top_ids.npy", (N, k), np.int32, mode),
+                top_vals=_open(out/"top_vals.npy", (N, k), np.float16, mode),
+                mask=_open(out/"mask.npy", (N,), np.bool_, mode))
+
+def _write_tokens(out:Path, pl:_Plan):
+    "A new cache's tokens and row offsets, then its `meta.json`."
+    np.save(
+        out / "tokens.npy",
+        np.concatenate([pl.src[pl.offs[r] : pl.offs[r + 1]] for r in pl.rows]).astype(np.int32))
+    np.save(out/"offsets.npy", pl.starts.astype(np.int64))
+    atomic_write(out/"meta.json", lambda t: Path(t).write_text(json.dumps(pl.meta, indent=1)))
+
+# %% ../../nbs/13b_features.ipynb #13b_ext5
+def _length_batches(order:np.ndarray, lens:np.ndarray, tokens_per_batch:int):
+    "Runs of `order` (rows by length) padding to at most `tokens_per_batch` tokens (or one row)."
+    i = 0
+    while i < len(order):
+        j = i
+        while j < len(order) and (j - i + 1) * int(lens[order[j]]) <= tokens_per_batch: j += 1
+        j = max(j, i + 1)
+        yield order[i:j]
+        i = j
+
+# %% ../../nbs/13b_features.ipynb #13b_ext6
+def _pad_batch(tokens:np.ndarray, pl:_Plan, batch:np.ndarray) -> tuple:
+    "Input ids and attention mask (B, L) of the cache's rows `batch`, right-padded."
+    L = int(pl.lens[batch].max())
+    ids = torch.zeros(len(batch), L, dtype=torch.long)
+    att = torch.zeros(len(batch), L, dtype=torch.long)
+    for b, r in enumerate(batch):
+        n = int(pl.lens[r])
+        ids[b, :n] = torch.from_numpy(
+            np.asarray(tokens[pl.starts[r] : pl.starts[r] + n], dtype=np.int64))
+        att[b, :n] = 1
+    return ids, att
+
+def _target_pass(target, ids:torch.Tensor, att:torch.Tensor, layers, k:int) -> tuple:
+    "The target's features (B, L, F) at `layers` and its top-k logits (B, L, k), teacher-forced."
+    dev = target.get_output_embeddings().weight.device
+    o = target.model(input_ids=ids.to(dev), attention_mask=att.to(dev), output_hidden_states=True)
+    f = torch.cat([o.hidden_states[l] for l in layers], -1)                     # (B, L, 3d)
+    top = target.lm_head(o.last_hidden_state).topk(k, -1)                       # (B, L, k)
+    return f, top
+
+# %% ../../nbs/13b_features.ipynb #13b_ext7
+def _row_mask(ids:np.ndarray, header:list, end:int, tok, where:str) -> np.ndarray:
+    "The `answer_mask` of a row (`where`); refused if it holds no answer between the chat markers."
+    m = answer_mask(ids, header, end)
+    if not m.any():
+        raise ValueError(
+            f"{where} holds no answer between this target's chat markers"
+            f" ({tok.decode(header)!r} ... {tok.decode([end])!r}): were its answers written with"
+            " another chat template (another model's)?")
+    return m
+
+def _write_rows(arrs:dict, pl:_Plan, tokens:np.ndarray, batch:np.ndarray, f, top, tok,
+                header:list, end:int):
+    "A batch's features, top-k and answer masks (see `_target_pass`) into the cache's arrays."
+    for b, r in enumerate(batch):
+        n, s = int(pl.lens[r]), int(pl.starts[r])
+        arrs["feats"][s : s + n] = (
+            f[b, :n].to(torch.bfloat16).view(torch.int16).cpu().numpy().view(np.uint16))
+        arrs["top_ids"][s:s + n] = top.indices[b, :n].cpu().numpy()
+        arrs["top_vals"][s:s + n] = top.values[b, :n].float().cpu().numpy()
+        where = f"Row {pl.rows[r]} of {pl.meta['source']}"
+        arrs["mask"][s:s + n] = _row_mask(np.asarray(tokens[s:s + n]), header, end, tok, where)
+
+# %% ../../nbs/13b_features.ipynb #13b_ext8
 @torch.no_grad()
 def extract_features(
     # the `kd_answers_*.npz` shipped with the package (or any file of its format)
@@ -142,102 +282,31 @@ def extract_features(
     from tqdm.auto import tqdm
     check_supported(target)
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
-    d = np.load(kd_path)
-    # read once: every `d[key]` of an npz reads the array again
-    offs, all_tokens = d["offsets"], d["tokens"]
-    rows = (last_rows(offs, d["conv"], _part(d)) if rows is None
-            else np.asarray(rows, dtype=np.int64))
-    lens = offs[rows + 1] - offs[rows]
-    starts = np.concatenate([[0], np.cumsum(lens)])
-    N, layers = int(starts[-1]), aux_layers(target.config.num_hidden_layers)
-    width = len(layers) * target.config.hidden_size
-    meta = dict(
-        source=str(kd_path), rows=len(rows), tokens=N, layers=list(layers), k=k, width=width,
-        dtype=str(target.get_output_embeddings().weight.dtype), fingerprint=_fingerprint(target))
-    mf, pf = out/"meta.json", out/"progress.json"
-    fresh = not mf.exists()
-    old = {} if fresh else json.loads(mf.read_text())
-    if not fresh and old != meta:
-        diff = [f"{k}: {old.get(k)!r} there, {meta.get(k)!r} now"
-                for k in sorted(set(old) | set(meta)) if old.get(k) != meta.get(k)]
-        raise ValueError(
-            f"{out} holds a cache made with other settings or another target ({'; '.join(diff)});"
-            " use another folder.")
-    if fresh and pf.exists(): pf.unlink()  # another cache's, whose meta is gone
-    done = json.loads(pf.read_text())["rows_done"] if pf.exists() else 0
+    pl = _plan(target, kd_path, rows, k)
+    fresh, done = _cache_progress(out, pl.meta)
     # before anything is written: does it fit, how large, how long
-    left = N - int(starts[done])
-    need = cache_bytes(left, width, k) + (8 * len(starts) if fresh else 0)
-    free = check_free_space(out, need, "The feature cache", " (--n-prompts, --cap)")
-    if progress and left:
-        r0 = rows[done:done + 64]
-        probe = np.concatenate([all_tokens[offs[r]:offs[r + 1]] for r in r0])[:1024]
-        rate = _probe_rate(target, probe, layers, k)
-        again = f" ({done} of {len(rows)} done before)" if done else ""
-        print(f"feature cache: {len(rows) - done} conversations{again}, {left:,} tokens ->"
-              f" {human_bytes(cache_bytes(N, width, k))} in {out} ({human_bytes(free)} free);"
-              f" about {human_seconds(left / rate)} ({rate:,.0f} tokens/s measured)")
-    mode = "w+" if fresh else "r+"
-    arrs = dict(feats=_open(out/"feats.npy", (N, width), np.uint16, mode),
-                top_ids=_open(out/"top_ids.npy", (N, k), np.int32, mode),
-                top_vals=_open(out/"top_vals.npy", (N, k), np.float16, mode),
-                mask=_open(out/"mask.npy", (N,), np.bool_, mode))
-    if fresh:
-        np.save(
-            out / "tokens.npy",
-            np.concatenate([all_tokens[offs[r] : offs[r + 1]] for r in rows]).astype(np.int32))
-        np.save(out/"offsets.npy", starts.astype(np.int64))
-        atomic_write(mf, lambda t: Path(t).write_text(json.dumps(meta, indent=1)))
+    _check_room(target, out, pl, done, fresh, progress)
+    arrs = _open_arrays(out, pl.meta, "w+" if fresh else "r+")
+    if fresh: _write_tokens(out, pl)
     tokens = np.load(out/"tokens.npy", mmap_mode="r")
     header, end = assistant_markers(tok)  # where answers open and close in this chat template
-    dev = target.get_output_embeddings().weight.device
-    bar = tqdm(total=len(rows), initial=done, desc="features", disable=not progress, unit="row")
+    n = len(pl.rows)
+    bar = tqdm(total=n, initial=done, desc="features", disable=not progress, unit="row")
     # chunks of rows in cache order; `progress.json` moves chunk by chunk
-    for c0 in range(done, len(rows), chunk):
-        c1 = min(c0 + chunk, len(rows))
+    for c0 in range(done, n, chunk):
+        c1 = min(c0 + chunk, n)
         # within a chunk, batch rows of similar length (little padding)
-        order = c0 + np.argsort(lens[c0:c1], kind="stable")
-        i = 0
-        while i < len(order):
-            j = i
-            while j < len(order) and (j - i + 1) * int(lens[order[j]]) <= tokens_per_batch: j += 1
-            j = max(j, i + 1)
-            batch = order[i:j]
-            L = int(lens[batch].max())
-            ids = torch.zeros(len(batch), L, dtype=torch.long)
-            att = torch.zeros(len(batch), L, dtype=torch.long)
-            for b, r in enumerate(batch):
-                n = int(lens[r])
-                ids[b, :n] = torch.from_numpy(
-                    np.asarray(tokens[starts[r] : starts[r] + n], dtype=np.int64))
-                att[b, :n] = 1
-            o = target.model(
-                input_ids=ids.to(dev), attention_mask=att.to(dev), output_hidden_states=True)
-            f = torch.cat([o.hidden_states[l] for l in layers], -1)                     # (B, L, 3d)
-            top = target.lm_head(o.last_hidden_state).topk(k, -1)                       # (B, L, k)
-            for b, r in enumerate(batch):
-                n, s = int(lens[r]), int(starts[r])
-                arrs["feats"][s : s + n] = (
-                    f[b, :n].to(torch.bfloat16).view(torch.int16).cpu().numpy().view(np.uint16))
-                arrs["top_ids"][s:s + n] = top.indices[b, :n].cpu().numpy()
-                arrs["top_vals"][s:s + n] = top.values[b, :n].float().cpu().numpy()
-                m = answer_mask(np.asarray(tokens[s:s + n]), header, end)
-                if not m.any():
-                    raise ValueError(
-                        f"Row {rows[r]} of {kd_path} holds no answer between this target's chat"
-                        f" markers ({tok.decode(header)!r} ... {tok.decode([end])!r}): were its"
-                        " answers written with another chat template (another model's)?")
-                arrs["mask"][s:s + n] = m
-            i = j
+        order = c0 + np.argsort(pl.lens[c0:c1], kind="stable")
+        for batch in _length_batches(order, pl.lens, tokens_per_batch):
+            f, top = _target_pass(target, *_pad_batch(tokens, pl, batch), pl.layers, k)
+            _write_rows(arrs, pl, tokens, batch, f, top, tok, header, end)
         for a in arrs.values(): a.flush()
         # after the data: never ahead
-        atomic_write(pf, lambda t: Path(t).write_text(json.dumps(dict(rows_done=c1))))
+        atomic_write(
+            out/"progress.json", lambda t: Path(t).write_text(json.dumps(dict(rows_done=c1))))
         bar.update(c1 - c0)
     bar.close()
     return out
-
-def _fingerprint(target) -> str:
-    return target_fingerprint(target)
 
 # %% ../../nbs/13b_features.ipynb #3c625a68s1
 class FeatureData:
