@@ -220,6 +220,11 @@ def _own_only(path:Path):
             if p == path: p.unlink()
             else: os.chmod(p, st.st_mode & ~0o022)
 
+def _loaded(fn, cc:str, path:Path, note:str="") -> dict:
+    "`_look`'s finding for a library that loaded: its functions, the lanes it was built for, why."
+    return dict(fn=fn, path=path, status=f"built for {fn.isa} with {cc}: {path}{note}",
+                warnings=_WARNED.get(path))
+
 def _look() -> dict:
     "`rows_kernel`'s finding: `fn`, `status`, `warnings` and (loaded) `path`."
     cc = c_compiler()
@@ -230,10 +235,7 @@ def _look() -> dict:
     _own_only(path)
     err = None if path.exists() else build_kernel(cc, path, kernel_flags())
     if err is None:
-        try:
-            fn = load_kernel(path)
-            return dict(fn=fn, path=path, status=f"built for {fn.isa} with {cc}: {path}",
-                        warnings=_WARNED.get(path))
+        try: return _loaded(load_kernel(path), cc, path)
         except PermissionError as e:  # not ours to replace either
             return dict(fn=None, status=f"refused: {e}")
         except OSError as e: err = f"{path} does not load: {e}"
@@ -242,10 +244,7 @@ def _look() -> dict:
             with contextlib.suppress(OSError): path.unlink()
             err = build_kernel(cc, path, kernel_flags())
             if err is None:
-                try:
-                    fn = load_kernel(path)
-                    return dict(fn=fn, path=path, warnings=_WARNED.get(path),
-                                status=f"built for {fn.isa} with {cc}: {path}{note}")
+                try: return _loaded(load_kernel(path), cc, path, note)
                 except OSError as e: err = f"{path} does not load: {e}"
     return dict(fn=None, status=f"the build with {cc} failed: {err}{note}",
                 warnings=_WARNED.get(path))
